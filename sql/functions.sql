@@ -1,0 +1,327 @@
+-- pgrag SQL API: CREATE OR REPLACE definitions, re-applied after every migration
+-- upgrade (pgrag.db.upgrade), so this file is the single current definition.
+-- A changed signature or return type needs a migration that drops the old one.
+--
+-- Every function runs with a fixed search_path captured at install time
+-- (pg_catalog, pgrag, the schema holding pgvector, pg_temp last) so that objects
+-- in a caller's schemas can never shadow ours. Functions are SECURITY INVOKER
+-- (the default): they can do nothing the calling role could not do itself.
+
+SELECT set_config(
+    'search_path',
+    'pg_catalog, pgrag, ' || quote_ident(n.nspname) || ', pg_temp',
+    true)
+FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+WHERE e.extname = 'vector';
+
+-- The token pipeline, defined once: NFC-normalise, lowercase (Unicode simple case
+-- mapping through the builtin pg_c_utf8 collation, PostgreSQL >= 17), split on
+-- anything that is not a letter or digit, drop stopwords (spaCy's English list,
+-- alphanumeric words of 3+ letters) and tokens shorter than 3 or longer than 64
+-- characters (TIGRAG's validity filter keeps years and long numbers). Ingest and
+-- queries, from Python or SQL, all go through pgrag.tokenize.
+CREATE OR REPLACE FUNCTION pgrag.stopwords() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN '{about,above,across,after,afterwards,again,against,all,almost,alone,along,already,also,although,always,among,amongst,amount,and,another,any,anyhow,anyone,anything,anyway,anywhere,are,around,back,became,because,become,becomes,becoming,been,before,beforehand,behind,being,below,beside,besides,between,beyond,both,bottom,but,call,can,cannot,could,did,does,doing,done,down,due,during,each,eight,either,eleven,else,elsewhere,empty,enough,even,ever,every,everyone,everything,everywhere,except,few,fifteen,fifty,first,five,for,former,formerly,forty,four,from,front,full,further,get,give,had,has,have,hence,her,here,hereafter,hereby,herein,hereupon,hers,herself,him,himself,his,how,however,hundred,indeed,into,its,itself,just,keep,last,latter,latterly,least,less,made,make,many,may,meanwhile,might,mine,more,moreover,most,mostly,move,much,must,myself,name,namely,neither,never,nevertheless,next,nine,nobody,none,noone,nor,not,nothing,now,nowhere,off,often,once,one,only,onto,other,others,otherwise,our,ours,ourselves,out,over,own,part,per,perhaps,please,put,quite,rather,really,regarding,same,say,see,seem,seemed,seeming,seems,serious,several,she,should,show,side,since,six,sixty,some,somehow,someone,something,sometime,sometimes,somewhere,still,such,take,ten,than,that,the,their,them,themselves,then,thence,there,thereafter,thereby,therefore,therein,thereupon,these,they,third,this,those,though,three,through,throughout,thru,thus,together,too,top,toward,towards,twelve,twenty,two,under,unless,until,upon,used,using,various,very,via,was,well,were,what,whatever,when,whence,whenever,where,whereafter,whereas,whereby,wherein,whereupon,wherever,whether,which,while,whither,who,whoever,whole,whom,whose,why,will,with,within,without,would,yet,you,your,yours,yourself,yourselves}'::text[];
+
+CREATE OR REPLACE FUNCTION pgrag.tokenize(input text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path FROM CURRENT
+RETURN ARRAY(
+    SELECT t.term
+    FROM regexp_split_to_table(lower(normalize(input, NFC) COLLATE "pg_c_utf8"), '[^[:alnum:]]+')
+         WITH ORDINALITY AS t(term, pos)
+    WHERE char_length(t.term) BETWEEN 3 AND 64
+      AND NOT t.term = ANY (pgrag.stopwords())
+    ORDER BY t.pos);
+
+-- Resolve a corpus name, with a clear error (SQLSTATE PR001) when it is unknown.
+CREATE OR REPLACE FUNCTION pgrag.corpus_id(corpus text) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    cid bigint;
+BEGIN
+    SELECT c.corpus_id INTO cid FROM pgrag.corpus c WHERE c.name = corpus;
+    IF cid IS NULL THEN
+        RAISE EXCEPTION 'pgrag: corpus % does not exist', quote_literal(corpus)
+            USING ERRCODE = 'PR001', HINT = 'List corpora with: SELECT name FROM pgrag.corpus';
+    END IF;
+    RETURN cid;
+END
+$$;
+
+-- Text that is embedded and tokenised for a chunk: the document title, then the
+-- chunk's sentences. Python builds the same string for embeddings (ingest.py).
+CREATE OR REPLACE FUNCTION pgrag.chunk_search_text(title text, chunk_text text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN title = '' THEN chunk_text ELSE title || E'\n' || chunk_text END;
+
+-- Token stream (term, 1-based position) of the given chunks.
+CREATE OR REPLACE FUNCTION pgrag.chunk_terms(p_corpus bigint, p_chunks bigint[])
+RETURNS TABLE (chunk_id bigint, term text, pos integer)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT c.chunk_id, t.term, t.pos::integer
+    FROM pgrag.chunk c
+    JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+    CROSS JOIN LATERAL unnest(pgrag.tokenize(pgrag.chunk_search_text(d.title, c.text)))
+         WITH ORDINALITY AS t(term, pos)
+    WHERE c.corpus_id = p_corpus AND c.chunk_id = ANY (p_chunks)
+$$;
+
+-- Co-occurrence counts contributed by the given chunks (TIGRAG §3.3): slide a
+-- window of w tokens over each chunk's token stream; every window adds 1 to each
+-- pair of distinct tokens it holds. A stream shorter than w is one window.
+CREATE OR REPLACE FUNCTION pgrag.chunk_edge_counts(p_corpus bigint, p_chunks bigint[])
+RETURNS TABLE (token_a bigint, token_b bigint, weight bigint)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    WITH terms AS (
+        SELECT x.chunk_id, tk.token_id, x.pos,
+               count(*) OVER (PARTITION BY x.chunk_id) AS n
+        FROM pgrag.chunk_terms(p_corpus, p_chunks) x
+        JOIN pgrag.token tk ON tk.corpus_id = p_corpus AND tk.term = x.term
+    ),
+    w AS (SELECT edge_window AS w FROM pgrag.corpus WHERE corpus_id = p_corpus),
+    win AS (
+        SELECT t.chunk_id, g.i, t.token_id
+        FROM terms t CROSS JOIN w
+        CROSS JOIN LATERAL generate_series(greatest(1, t.pos - w.w + 1),
+                                           least(t.pos, greatest(1, t.n - w.w + 1))) AS g(i)
+    ),
+    pairs AS (
+        SELECT DISTINCT a.chunk_id, a.i, a.token_id AS ta, b.token_id AS tb
+        FROM win a JOIN win b
+          ON b.chunk_id = a.chunk_id AND b.i = a.i AND a.token_id < b.token_id
+    )
+    SELECT ta, tb, count(*) FROM pairs GROUP BY ta, tb
+$$;
+
+CREATE OR REPLACE FUNCTION pgrag.bump_graph_version(p_corpus bigint) RETURNS bigint
+LANGUAGE sql
+SET search_path FROM CURRENT
+AS $$
+    INSERT INTO pgrag.graph_version AS g (corpus_id, version) VALUES (p_corpus, 1)
+    ON CONFLICT (corpus_id) DO UPDATE SET version = g.version + 1
+    RETURNING version
+$$;
+
+-- Add the given (freshly inserted) chunks to the vocabulary, postings, chunk
+-- lengths and co-occurrence graph. Callers hold the corpus write lock.
+CREATE OR REPLACE FUNCTION pgrag.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    WITH terms AS MATERIALIZED (
+        SELECT * FROM pgrag.chunk_terms(p_corpus, p_chunks)
+    ),
+    vocab AS (
+        INSERT INTO pgrag.token AS t (corpus_id, term, df)
+        SELECT p_corpus, term, count(DISTINCT chunk_id) FROM terms GROUP BY term
+        ON CONFLICT (corpus_id, term) DO UPDATE SET df = t.df + EXCLUDED.df
+        RETURNING t.token_id, t.term
+    ),
+    lengths AS (
+        UPDATE pgrag.chunk c SET n_tokens = s.n
+        FROM (SELECT chunk_id, count(*) AS n FROM terms GROUP BY chunk_id) s
+        WHERE c.corpus_id = p_corpus AND c.chunk_id = s.chunk_id
+    )
+    INSERT INTO pgrag.chunk_token (corpus_id, token_id, chunk_id, tf)
+    SELECT p_corpus, v.token_id, x.chunk_id, count(*)
+    FROM terms x JOIN vocab v ON v.term = x.term
+    GROUP BY v.token_id, x.chunk_id;
+
+    INSERT INTO pgrag.token_edge AS e (corpus_id, token_a, token_b, weight)
+    SELECT p_corpus, token_a, token_b, weight FROM pgrag.chunk_edge_counts(p_corpus, p_chunks)
+    ON CONFLICT (corpus_id, token_a, token_b) DO UPDATE SET weight = e.weight + EXCLUDED.weight;
+
+    PERFORM pgrag.bump_graph_version(p_corpus);
+END
+$$;
+
+-- Remove documents' derived rows and subtract their contribution from document
+-- frequencies and edge weights, so the statistics equal a rebuild without them.
+-- With p_keep_documents the document rows stay (content is being replaced).
+CREATE OR REPLACE FUNCTION pgrag.unindex_documents(
+    p_corpus bigint, p_documents bigint[], p_keep_documents boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    chunks bigint[];
+BEGIN
+    SELECT coalesce(array_agg(c.chunk_id), '{}') INTO chunks
+    FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
+
+    IF cardinality(chunks) > 0 THEN
+        UPDATE pgrag.token_edge e SET weight = e.weight - x.weight
+        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x
+        WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
+          AND e.weight > x.weight;
+        DELETE FROM pgrag.token_edge e
+        USING pgrag.chunk_edge_counts(p_corpus, chunks) x
+        WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
+          AND e.weight <= x.weight;
+
+        UPDATE pgrag.token t SET df = t.df - p.n
+        FROM (SELECT ct.token_id, count(*) AS n FROM pgrag.chunk_token ct
+              WHERE ct.corpus_id = p_corpus AND ct.chunk_id = ANY (chunks)
+              GROUP BY ct.token_id) p
+        WHERE t.corpus_id = p_corpus AND t.token_id = p.token_id;
+
+        DELETE FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.chunk_id = ANY (chunks);
+        DELETE FROM pgrag.token t WHERE t.corpus_id = p_corpus AND t.df = 0;
+        PERFORM pgrag.bump_graph_version(p_corpus);
+    END IF;
+
+    DELETE FROM pgrag.sentence s WHERE s.corpus_id = p_corpus AND s.document_id = ANY (p_documents);
+    IF p_keep_documents THEN
+        UPDATE pgrag.document d SET indexed_hash = NULL
+        WHERE d.corpus_id = p_corpus AND d.document_id = ANY (p_documents);
+    ELSE
+        DELETE FROM pgrag.document d WHERE d.corpus_id = p_corpus AND d.document_id = ANY (p_documents);
+    END IF;
+END
+$$;
+
+-- One partial HNSW index per corpus, on the embedding cast to the corpus's
+-- dimension. The index name and dimension come from the corpus row, never from
+-- caller input. Built after a corpus's first bulk load (faster than row by row).
+CREATE OR REPLACE FUNCTION pgrag.ensure_chunk_index(p_corpus bigint) RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    dim integer;
+BEGIN
+    SELECT c.embedding_dim INTO STRICT dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pgrag.chunk USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',
+        'chunk_embedding_hnsw_' || p_corpus, dim, p_corpus);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgrag.drop_corpus(corpus text) RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+BEGIN
+    EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'chunk_embedding_hnsw_' || cid);
+    DELETE FROM pgrag.chunk_token WHERE corpus_id = cid;
+    DELETE FROM pgrag.token_edge WHERE corpus_id = cid;
+    DELETE FROM pgrag.corpus WHERE corpus_id = cid;
+END
+$$;
+
+-- A ranked hit list with its provenance: chunk -> document, offsets into the body.
+CREATE OR REPLACE FUNCTION pgrag.hits(p_corpus bigint, p_chunks bigint[], p_scores float8[])
+RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
+               external_id text, title text, chunk_ordinal integer,
+               first_sentence integer, last_sentence integer,
+               char_start integer, char_end integer, text text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT h.rank::integer, c.chunk_id, h.score, d.document_id, d.external_id, d.title,
+           c.ordinal, c.first_sentence, c.last_sentence, c.char_start, c.char_end, c.text
+    FROM unnest(p_chunks, p_scores) WITH ORDINALITY AS h(chunk_id, score, rank)
+    JOIN pgrag.chunk c ON c.corpus_id = p_corpus AND c.chunk_id = h.chunk_id
+    JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+    ORDER BY h.rank
+$$;
+
+-- Okapi BM25 over chunk postings. IDF is ln(1 + (N - df + 0.5) / (df + 0.5)) so it
+-- never goes negative; query terms count once each.
+CREATE OR REPLACE FUNCTION pgrag.bm25(corpus text, query text, k integer DEFAULT 10,
+                                      k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.75)
+RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
+               external_id text, title text, chunk_ordinal integer,
+               first_sentence integer, last_sentence integer,
+               char_start integer, char_end integer, text text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
+    stats AS (
+        SELECT count(*)::float8 AS n, coalesce(avg(c.n_tokens), 0)::float8 AS avgdl
+        FROM pgrag.chunk c WHERE c.corpus_id = (SELECT id FROM cid)
+    ),
+    qt AS (
+        SELECT t.token_id, t.df
+        FROM pgrag.token t
+        WHERE t.corpus_id = (SELECT id FROM cid)
+          AND t.term = ANY (pgrag.tokenize(query))
+    ),
+    scored AS (
+        SELECT ct.chunk_id,
+               sum(ln(1 + (s.n - qt.df + 0.5) / (qt.df + 0.5))
+                   * ct.tf * (k1 + 1)
+                   / (ct.tf + k1 * (1 - b + b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
+        FROM qt
+        JOIN pgrag.chunk_token ct ON ct.corpus_id = (SELECT id FROM cid) AND ct.token_id = qt.token_id
+        JOIN pgrag.chunk c ON c.corpus_id = ct.corpus_id AND c.chunk_id = ct.chunk_id
+        CROSS JOIN stats s
+        GROUP BY ct.chunk_id
+        ORDER BY score DESC, ct.chunk_id
+        LIMIT greatest(k, 0)
+    )
+    SELECT h.* FROM (SELECT array_agg(chunk_id ORDER BY score DESC, chunk_id) AS ids,
+                            array_agg(score ORDER BY score DESC, chunk_id) AS scores FROM scored) a
+    CROSS JOIN LATERAL pgrag.hits((SELECT id FROM cid), a.ids, a.scores) h
+$$;
+
+-- Cosine similarity (1 - cosine distance) through the corpus's HNSW index.
+CREATE OR REPLACE FUNCTION pgrag.dense(corpus text, query_embedding vector, k integer DEFAULT 10)
+RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
+               external_id text, title text, chunk_ordinal integer,
+               first_sentence integer, last_sentence integer,
+               char_start integer, char_end integer, text text)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+    dim integer;
+    ids bigint[];
+    scores float8[];
+BEGIN
+    SELECT c.embedding_dim INTO dim FROM pgrag.corpus c WHERE c.corpus_id = cid;
+    IF vector_dims(query_embedding) <> dim THEN
+        RAISE EXCEPTION 'pgrag: query embedding has % dimensions, corpus % uses %',
+            vector_dims(query_embedding), quote_literal(corpus), dim
+            USING ERRCODE = 'PR002';
+    END IF;
+    -- The cast must be spelled with the literal dimension for the planner to match
+    -- the corpus's partial expression index.
+    EXECUTE format(
+        'SELECT array_agg(chunk_id ORDER BY d, chunk_id), array_agg(1 - d ORDER BY d, chunk_id)
+         FROM (SELECT c.chunk_id, c.embedding::vector(%s) <=> $2 AS d
+               FROM pgrag.chunk c WHERE c.corpus_id = $1
+               ORDER BY c.embedding::vector(%s) <=> $2 LIMIT $3) s', dim, dim)
+        INTO ids, scores
+        USING cid, query_embedding, greatest(k, 0);
+    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+END
+$$;
+
+-- Sentences of a chunk with their offsets (provenance below chunk level).
+CREATE OR REPLACE FUNCTION pgrag.chunk_sentences(corpus text, p_chunk bigint)
+RETURNS TABLE (ordinal integer, char_start integer, char_end integer, text text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT s.ordinal, s.char_start, s.char_end, s.text
+    FROM pgrag.chunk c
+    JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id
+         AND s.ordinal BETWEEN c.first_sentence AND c.last_sentence
+    WHERE c.corpus_id = pgrag.corpus_id(corpus) AND c.chunk_id = p_chunk
+    ORDER BY s.ordinal
+$$;
