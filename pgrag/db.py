@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -17,8 +17,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from . import exceptions as exc
+from .config import Settings
 from .queries import query
 from .resources import resource_dir, sql_file
+
+if TYPE_CHECKING:
+    from .config import ChunkingSettings
+    from .corpus import Corpus
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +63,10 @@ def translate(error: psycopg.Error) -> exc.PgragError:
 class Database:
     """A pgrag database: an engine over one PostgreSQL database with the schema at head."""
 
-    def __init__(self, dsn: str, *, embedded: bool = False) -> None:
+    def __init__(self, dsn: str, *, embedded: bool = False, settings: Settings | None = None) -> None:
         self.dsn = dsn
         self.embedded = embedded
+        self.settings = settings or Settings.from_env()
         self.engine: Engine = create_engine(sqlalchemy_url(dsn), pool_pre_ping=True, pool_size=5)
         event.listen(self.engine, "connect", _register_vector)
 
@@ -100,6 +106,27 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    # -- corpora -----------------------------------------------------------
+
+    def corpus(self, name: str, *, create: bool = True, embedding_model: str | None = None,
+               chunking: "ChunkingSettings | None" = None) -> "Corpus":
+        """The corpus ``name``, created on first use (``create=False`` raises
+        ``CorpusNotFound`` instead). ``embedding_model`` applies at creation."""
+        from .corpus import open_corpus
+
+        return open_corpus(self, name, self.settings, create=create,
+                           embedding_model=embedding_model, chunking=chunking)
+
+    def corpora(self) -> list[dict[str, Any]]:
+        """Every corpus with its model and size."""
+        cols = ("name", "embedding_model", "embedding_dim", "documents", "chunks", "tokens", "edges", "pending")
+        return [dict(zip(cols, row)) for row in self.fetchall("list_corpora")]
+
+    def drop_corpus(self, name: str) -> None:
+        """Delete a corpus and everything derived from it."""
+        with self.transaction() as conn:
+            conn.execute(query("drop_corpus"), {"name": name})
 
     # -- schema ------------------------------------------------------------
 
@@ -153,14 +180,15 @@ def _register_vector(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.commit()
 
 
-def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True) -> Database:
+def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
+                  settings: Settings | None = None) -> Database:
     """Open ``dsn``, check that it is reachable, and migrate it to head."""
     try:
         with psycopg.connect(dsn, connect_timeout=10) as probe:
             probe.execute("SELECT 1")
     except psycopg.Error as error:
         raise exc.ConnectionFailed(f"cannot connect to {redact(dsn)}: {str(error).strip()}") from error
-    db = Database(dsn, embedded=embedded)
+    db = Database(dsn, embedded=embedded, settings=settings)
     if migrate:
         db.upgrade()
     return db

@@ -54,6 +54,8 @@ $$;
 
 -- Text that is embedded and tokenised for a chunk: the document title, then the
 -- chunk's sentences. Python builds the same string for embeddings (ingest.py).
+-- Only used while indexing: deletes work from the stored postings, so a title
+-- changed later through the ORM cannot skew the subtraction.
 CREATE OR REPLACE FUNCTION pgrag.chunk_search_text(title text, chunk_text text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN title = '' THEN chunk_text ELSE title || E'\n' || chunk_text END;
@@ -74,24 +76,23 @@ $$;
 
 -- Co-occurrence counts contributed by the given chunks (TIGRAG §3.3): slide a
 -- window of w tokens over each chunk's token stream; every window adds 1 to each
--- pair of distinct tokens it holds. A stream shorter than w is one window.
+-- pair of distinct tokens it holds. A stream shorter than w is one window. Computed
+-- from the stored postings, so a chunk's contribution can be subtracted exactly.
 CREATE OR REPLACE FUNCTION pgrag.chunk_edge_counts(p_corpus bigint, p_chunks bigint[])
 RETURNS TABLE (token_a bigint, token_b bigint, weight bigint)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH terms AS (
-        SELECT x.chunk_id, tk.token_id, x.pos,
-               count(*) OVER (PARTITION BY x.chunk_id) AS n
-        FROM pgrag.chunk_terms(p_corpus, p_chunks) x
-        JOIN pgrag.token tk ON tk.corpus_id = p_corpus AND tk.term = x.term
-    ),
-    w AS (SELECT edge_window AS w FROM pgrag.corpus WHERE corpus_id = p_corpus),
+    WITH w AS (SELECT edge_window AS w FROM pgrag.corpus WHERE corpus_id = p_corpus),
     win AS (
-        SELECT t.chunk_id, g.i, t.token_id
-        FROM terms t CROSS JOIN w
-        CROSS JOIN LATERAL generate_series(greatest(1, t.pos - w.w + 1),
-                                           least(t.pos, greatest(1, t.n - w.w + 1))) AS g(i)
+        SELECT ct.chunk_id, g.i, ct.token_id
+        FROM pgrag.chunk_token ct
+        JOIN pgrag.chunk c ON c.corpus_id = ct.corpus_id AND c.chunk_id = ct.chunk_id
+        CROSS JOIN w
+        CROSS JOIN LATERAL unnest(ct.positions) AS p(pos)
+        CROSS JOIN LATERAL generate_series(greatest(1, p.pos - w.w + 1),
+                                           least(p.pos, greatest(1, c.n_tokens - w.w + 1))) AS g(i)
+        WHERE ct.corpus_id = p_corpus AND ct.chunk_id = ANY (p_chunks)
     ),
     pairs AS (
         SELECT DISTINCT a.chunk_id, a.i, a.token_id AS ta, b.token_id AS tb
@@ -131,8 +132,8 @@ BEGIN
         FROM (SELECT chunk_id, count(*) AS n FROM terms GROUP BY chunk_id) s
         WHERE c.corpus_id = p_corpus AND c.chunk_id = s.chunk_id
     )
-    INSERT INTO pgrag.chunk_token (corpus_id, token_id, chunk_id, tf)
-    SELECT p_corpus, v.token_id, x.chunk_id, count(*)
+    INSERT INTO pgrag.chunk_token (corpus_id, token_id, chunk_id, tf, positions)
+    SELECT p_corpus, v.token_id, x.chunk_id, count(*), array_agg(x.pos ORDER BY x.pos)
     FROM terms x JOIN vocab v ON v.term = x.term
     GROUP BY v.token_id, x.chunk_id;
 
@@ -160,14 +161,14 @@ BEGIN
     FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
 
     IF cardinality(chunks) > 0 THEN
-        UPDATE pgrag.token_edge e SET weight = e.weight - x.weight
-        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x
-        WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
-          AND e.weight > x.weight;
+        -- Delete the edges that drop to zero first, then subtract from the rest.
         DELETE FROM pgrag.token_edge e
         USING pgrag.chunk_edge_counts(p_corpus, chunks) x
         WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
           AND e.weight <= x.weight;
+        UPDATE pgrag.token_edge e SET weight = e.weight - x.weight
+        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x
+        WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b;
 
         UPDATE pgrag.token t SET df = t.df - p.n
         FROM (SELECT ct.token_id, count(*) AS n FROM pgrag.chunk_token ct

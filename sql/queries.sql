@@ -11,3 +11,124 @@ FROM pg_database WHERE datname = current_database();
 -- name: migration_lock
 -- Serialise concurrent migrators (released at commit).
 SELECT pg_advisory_xact_lock(%(key)s);
+
+-- name: corpus_by_name
+-- A corpus's row.
+SELECT corpus_id, name, embedding_model, embedding_dim, chunk_sentences, chunk_overlap, edge_window
+FROM pgrag.corpus WHERE name = %(name)s;
+
+-- name: create_corpus
+-- Create a corpus and its graph version row (no-op if the corpus exists).
+WITH ins AS (
+    INSERT INTO pgrag.corpus (name, embedding_model, embedding_dim, chunk_sentences, chunk_overlap, edge_window)
+    VALUES (%(name)s, %(model)s, %(dim)s, %(sentences)s, %(overlap)s, %(window)s)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING corpus_id
+)
+INSERT INTO pgrag.graph_version (corpus_id, version) SELECT corpus_id, 0 FROM ins
+ON CONFLICT DO NOTHING;
+
+-- name: list_corpora
+-- Every corpus with its size.
+SELECT c.name, c.embedding_model, c.embedding_dim,
+       (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id) AS documents,
+       (SELECT count(*) FROM pgrag.chunk k WHERE k.corpus_id = c.corpus_id) AS chunks,
+       (SELECT count(*) FROM pgrag.token t WHERE t.corpus_id = c.corpus_id) AS tokens,
+       (SELECT count(*) FROM pgrag.token_edge e WHERE e.corpus_id = c.corpus_id) AS edges,
+       (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id
+          AND d.indexed_hash IS DISTINCT FROM d.content_hash) AS pending
+FROM pgrag.corpus c ORDER BY c.name;
+
+-- name: drop_corpus
+-- Delete a corpus and everything in it.
+SELECT pgrag.drop_corpus(%(name)s);
+
+-- name: corpus_write_lock
+-- One writer per corpus at a time (released at commit); readers are never blocked.
+SELECT pg_advisory_xact_lock(74142471, %(corpus_id)s::int);
+
+-- name: document_states
+-- Current hashes of the given documents.
+SELECT external_id, document_id, content_hash, indexed_hash
+FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s AND external_id = ANY (%(ids)s);
+
+-- name: document_states_for_update
+-- Same, locking the rows for this transaction.
+SELECT external_id, document_id, content_hash, indexed_hash
+FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s AND external_id = ANY (%(ids)s)
+FOR UPDATE;
+
+-- name: pending_documents
+-- Documents whose derived rows are missing or stale (e.g. inserted through the ORM).
+SELECT external_id, title, body, metadata
+FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s AND indexed_hash IS DISTINCT FROM content_hash
+ORDER BY document_id;
+
+-- name: insert_documents
+-- Insert new documents from parallel arrays; returns their ids.
+INSERT INTO pgrag.document (corpus_id, external_id, title, body, metadata)
+SELECT %(corpus_id)s, x.external_id, x.title, x.body, x.metadata
+FROM unnest(%(ids)s::text[], %(titles)s::text[], %(bodies)s::text[], %(metadata)s::jsonb[])
+     AS x(external_id, title, body, metadata)
+RETURNING external_id, document_id;
+
+-- name: update_document
+-- Replace a document's content (its derived rows are rebuilt by the caller).
+UPDATE pgrag.document
+SET title = %(title)s, body = %(body)s, metadata = %(metadata)s, updated_at = now()
+WHERE corpus_id = %(corpus_id)s AND document_id = %(document_id)s;
+
+-- name: unindex_documents
+-- Remove derived rows of documents, keeping or deleting the document rows.
+SELECT pgrag.unindex_documents(%(corpus_id)s, %(document_ids)s::bigint[], %(keep)s);
+
+-- name: allocate_chunk_ids
+-- Reserve chunk ids so that entities can reference chunks in the same COPY batch.
+SELECT nextval(pg_get_serial_sequence('pgrag.chunk', 'chunk_id'))
+FROM generate_series(1, %(n)s);
+
+-- name: index_chunks
+-- Postings, document frequencies and co-occurrence edges of new chunks.
+SELECT pgrag.index_chunks(%(corpus_id)s, %(chunk_ids)s::bigint[]);
+
+-- name: mark_indexed
+-- Record that documents' derived rows match their content.
+UPDATE pgrag.document SET indexed_hash = content_hash
+WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[]);
+
+-- name: ensure_chunk_index
+-- Build the corpus's HNSW index if it does not exist yet.
+SELECT pgrag.ensure_chunk_index(%(corpus_id)s);
+
+-- name: document_ids
+-- Internal ids of documents by external id.
+SELECT document_id FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s AND external_id = ANY (%(ids)s);
+
+-- name: bm25
+-- Okapi BM25 top-k chunks with provenance.
+SELECT * FROM pgrag.bm25(%(corpus)s, %(query)s, %(k)s);
+
+-- name: dense
+-- Cosine top-k chunks with provenance.
+SELECT * FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s);
+
+-- name: tokenize
+-- The token pipeline (the one definition, in SQL).
+SELECT pgrag.tokenize(%(text)s);
+
+-- name: chunk_sentences_many
+-- Sentences (ordinal, offsets) of several chunks, for provenance.
+SELECT c.chunk_id, s.ordinal, s.char_start, s.char_end
+FROM pgrag.chunk c
+JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id
+     AND s.ordinal BETWEEN c.first_sentence AND c.last_sentence
+WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[])
+ORDER BY c.chunk_id, s.ordinal;
+
+-- name: graph_version
+-- The corpus's graph version (bumped on every edge change).
+SELECT version FROM pgrag.graph_version WHERE corpus_id = %(corpus_id)s;

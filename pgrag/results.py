@@ -1,0 +1,62 @@
+"""Result records returned by the public API (frozen dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class SentenceSpan:
+    ordinal: int
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """Where a hit comes from. Offsets are code-point offsets into the document
+    body (end exclusive): ``body[char_start:char_end] == hit.text``."""
+
+    document_id: int
+    external_id: str
+    title: str
+    chunk_id: int
+    chunk_ordinal: int
+    char_start: int
+    char_end: int
+    sentences: tuple[SentenceSpan, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    rank: int
+    score: float
+    text: str
+    provenance: Provenance
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return self.provenance.title
+
+
+@dataclass(kw_only=True)
+class Trace:
+    """How a retrieval ran: the method's steps, in order, and their timings."""
+
+    method: str
+    query: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def step(self, name: str, **data: Any) -> None:
+        self.steps.append({"step": name, **data})
+
+
+class Hits(list[Hit]):
+    """A ranked list of hits that also carries the retrieval's trace."""
+
+    def __init__(self, hits: list[Hit], trace: Trace) -> None:
+        super().__init__(hits)
+        self.trace = trace
