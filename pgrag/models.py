@@ -25,7 +25,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
-    text,
+    text as sa_text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -43,10 +43,10 @@ class Corpus(Base):
     name: Mapped[str] = mapped_column(Text, unique=True)
     embedding_model: Mapped[str] = mapped_column(Text)
     embedding_dim: Mapped[int] = mapped_column(Integer)
-    chunk_sentences: Mapped[int] = mapped_column(Integer, server_default=text("6"))
-    chunk_overlap: Mapped[int] = mapped_column(Integer, server_default=text("2"))
-    edge_window: Mapped[int] = mapped_column(Integer, server_default=text("4"))
-    settings: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    chunk_sentences: Mapped[int] = mapped_column(Integer, server_default=sa_text("6"))
+    chunk_overlap: Mapped[int] = mapped_column(Integer, server_default=sa_text("2"))
+    edge_window: Mapped[int] = mapped_column(Integer, server_default=sa_text("4"))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -56,7 +56,7 @@ class Document(Base):
         UniqueConstraint("corpus_id", "external_id"),
         Index(
             "document_pending_idx", "corpus_id",
-            postgresql_where=text("indexed_hash IS DISTINCT FROM content_hash"),
+            postgresql_where=sa_text("indexed_hash IS DISTINCT FROM content_hash"),
         ),
     )
 
@@ -64,10 +64,10 @@ class Document(Base):
         BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
     document_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     external_id: Mapped[str] = mapped_column(Text)
-    title: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    title: Mapped[str] = mapped_column(Text, server_default=sa_text("''"))
     body: Mapped[str] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any]] = mapped_column(
-        "metadata", JSONB, server_default=text("'{}'::jsonb"))
+        "metadata", JSONB, server_default=sa_text("'{}'::jsonb"))
     content_hash: Mapped[str | None] = mapped_column(
         Text, Computed("md5(title || E'\\n' || body)", persisted=True))
     indexed_hash: Mapped[str | None] = mapped_column(Text)
@@ -109,7 +109,7 @@ class Chunk(Base):
     char_start: Mapped[int] = mapped_column(Integer)
     char_end: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
-    n_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    n_tokens: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     embedding: Mapped[Any] = mapped_column(Vector())
 
 
@@ -164,7 +164,7 @@ class ChunkEntity(Base):
         ForeignKeyConstraint(
             ["corpus_id", "chunk_id"], ["pgrag.chunk.corpus_id", "pgrag.chunk.chunk_id"],
             ondelete="CASCADE"),
-        Index("chunk_entity_entity_idx", "corpus_id", text("lower(entity)")),
+        Index("chunk_entity_entity_idx", "corpus_id", sa_text("lower(entity)")),
     )
 
     corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -180,4 +180,4 @@ class GraphVersion(Base):
 
     corpus_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
-    version: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    version: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))

@@ -1,0 +1,279 @@
+"""The ``pgrag`` command: parse, call one library function, render. Nothing more."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import methods as method_registry
+from .config import Settings
+from .exceptions import PgragError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _settings(dsn: str | None, data_dir: Path | None = None) -> Settings:
+    settings = Settings.from_env()
+    changes: dict[str, Any] = {}
+    if dsn:
+        changes["dsn"] = dsn
+    if data_dir:
+        changes["data_dir"] = data_dir
+    return dataclasses.replace(settings, **changes)
+
+
+def _connect(dsn: str | None) -> Any:
+    from . import connect
+
+    settings = _settings(dsn)
+    return connect(settings.dsn, settings=settings)
+
+
+def dsn_option(fn: F) -> F:
+    return click.option(
+        "--dsn", default=None, metavar="URI",
+        help="PostgreSQL URI of an existing database (default: $PGRAG_DSN, else the embedded server).",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+class PgragGroup(click.Group):
+    """Turns library errors into a one-line message and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PgragError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=PgragGroup)
+@click.version_option(package_name="pgrag-multihop")
+def main() -> None:
+    """pgrag: multi-hop retrieval inside PostgreSQL + pgvector.
+
+    Without --dsn / PGRAG_DSN every command uses the embedded PostgreSQL server
+    in PGRAG_DATA_DIR (default ~/.local/share/pgrag/pgdata), starting it if needed.
+    """
+
+
+# -- server ------------------------------------------------------------------
+
+@main.group(cls=PgragGroup)
+def server() -> None:
+    """Start, stop or inspect the embedded PostgreSQL server."""
+
+
+@server.command("start")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+def server_start(data_dir: Path | None) -> None:
+    """Start the embedded server (it keeps running) and print its URI."""
+    from . import server as srv
+
+    settings = _settings(None, data_dir)
+    click.echo(srv.start(settings.data_dir))
+
+
+@server.command("stop")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+def server_stop(data_dir: Path | None) -> None:
+    """Stop the embedded server."""
+    from . import server as srv
+
+    settings = _settings(None, data_dir)
+    click.echo("stopped" if srv.stop(settings.data_dir) else "not running")
+
+
+@server.command("status")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+def server_status(data_dir: Path | None) -> None:
+    """Say whether the embedded server runs; print its URI on a line of its own.
+
+    Open psql on it with:  "$(pgrag server status --psql)" "$(pgrag server status --uri)"
+    """
+    from . import server as srv
+
+    st = srv.status(_settings(None, data_dir).data_dir)
+    click.echo(f"data directory: {st.data_dir}")
+    click.echo(f"running: {'yes, pid ' + str(st.pid) if st.running else 'no'}")
+    if st.uri:
+        click.echo(st.uri)
+    click.echo(f"psql: {st.psql}")
+    if not st.running:
+        sys.exit(3)
+
+
+# -- database ----------------------------------------------------------------
+
+@main.group(cls=PgragGroup)
+def db() -> None:
+    """Database schema administration."""
+
+
+@db.command("upgrade")
+@dsn_option
+def db_upgrade(dsn: str | None) -> None:
+    """Bring the schema to the latest migration (idempotent)."""
+    database = _connect(dsn)
+    click.echo(f"schema at head: {database!r}")
+
+
+@db.command("migrations-path")
+def db_migrations_path() -> None:
+    """Print the folder holding the Alembic migrations."""
+    from .resources import resource_dir
+
+    click.echo(resource_dir("migrations"))
+
+
+# -- corpora -----------------------------------------------------------------
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--corpus", "-c", required=True, help="Corpus name (created on first use).")
+@click.option("--model", default=None, help="Embedding model for a new corpus (default: $PGRAG_EMBEDDING_MODEL or all-MiniLM-L6-v2).")
+@click.option("--batch-size", type=int, default=None, help="Documents per transaction (default 64).")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@dsn_option
+@json_option
+def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, progress: bool,
+           dsn: str | None, as_json: bool) -> None:
+    """Ingest a JSON array, a JSONL file or a folder of .txt/.md files.
+
+    Each JSON document is {"id", "title", "text", "metadata"}; without an id the
+    title is the id. Example:
+
+        pgrag ingest ../shared/bench/2wiki/corpus.json --corpus 2wiki
+    """
+    from .sources import load_path
+
+    docs = load_path(path)
+    database = _connect(dsn)
+    report = database.corpus(corpus, embedding_model=model).ingest(docs, batch_size=batch_size, progress=progress)
+    data = dataclasses.asdict(report)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(
+            f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
+            f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s")
+
+
+@main.command()
+@click.argument("question")
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@click.option("--method", "-m", default="dense", show_default=True,
+              help=f"Retrieval method: {', '.join(method_registry.names())}.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Number of hits.")
+@dsn_option
+@json_option
+def query(question: str, corpus: str, method: str, k: int, dsn: str | None, as_json: bool) -> None:
+    """Retrieve the top-k chunks for QUESTION, with provenance.
+
+        pgrag query "Who is the mother of Lothair II?" --corpus 2wiki --method bm25 -k 5
+    """
+    database = _connect(dsn)
+    hits = database.corpus(corpus, create=False).retrieve(question, method=method, k=k)
+    if as_json:
+        click.echo(json.dumps({"hits": [dataclasses.asdict(h) for h in hits],
+                               "trace": dataclasses.asdict(hits.trace)}, indent=2, ensure_ascii=False))
+    else:
+        for hit in hits:
+            click.echo(render_hit(hit))
+
+
+@main.command()
+@dsn_option
+@json_option
+def corpora(dsn: str | None, as_json: bool) -> None:
+    """List corpora with their model and size."""
+    rows = _connect(dsn).corpora()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no corpora")
+    for r in rows:
+        click.echo(f"{r['name']}\t{r['documents']} documents\t{r['chunks']} chunks\t{r['tokens']} tokens\t"
+                   f"{r['edges']} edges\t{r['pending']} pending\t{r['embedding_model']} ({r['embedding_dim']}d)")
+
+
+@main.command()
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@dsn_option
+def delete(ids: tuple[str, ...], corpus: str, dsn: str | None) -> None:
+    """Delete documents (by id) and everything derived from them."""
+    n = _connect(dsn).corpus(corpus, create=False).delete(list(ids))
+    click.echo(f"deleted {n} document(s)")
+
+
+@main.command()
+@click.option("-k", "k", type=click.IntRange(min=1), default=3, show_default=True, help="Hits per method.")
+@dsn_option
+def demo(k: int, dsn: str | None) -> None:
+    """Ingest the bundled 2WikiMultiHopQA sample and answer its questions with every method."""
+    from . import demo as demo_mod
+
+    database = _connect(dsn)
+    report, answers = demo_mod.run(database, k=k)
+    click.echo(f"corpus {demo_mod.SAMPLE_CORPUS!r}: {report.documents} documents "
+               f"({report.added} added, {report.unchanged} already indexed) on {database!r}")
+    current = None
+    for a in answers:
+        if a.question["id"] != current:
+            current = a.question["id"]
+            click.echo("")
+            click.echo(click.style(f"Q: {a.question['question']}", bold=True))
+            click.echo(f"   gold answer: {a.question['answer']}; gold documents: {', '.join(a.question['supporting_titles'])}")
+        click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {a.hits.trace.timings_ms and round(sum(a.hits.trace.timings_ms.values()), 1)} ms")
+        for hit in a.hits:
+            click.echo(render_hit(hit, indent="    "))
+
+
+def render_hit(hit: Any, indent: str = "") -> str:
+    p = hit.provenance
+    excerpt = " ".join(hit.text.split())
+    excerpt = excerpt if len(excerpt) <= 160 else excerpt[:157] + "..."
+    sentences = f"sentences {p.sentences[0].ordinal}-{p.sentences[-1].ordinal}" if p.sentences else "no sentences"
+    return (f"{indent}{hit.rank}. {p.title or p.external_id}  (score {hit.score:.4f})\n"
+            f"{indent}   {excerpt}\n"
+            f"{indent}   provenance: document {p.external_id!r} (id {p.document_id}), chunk {p.chunk_ordinal}, "
+            f"chars {p.char_start}-{p.char_end}, {sentences}")
+
+
+# -- benchmarks --------------------------------------------------------------
+
+@main.group(cls=PgragGroup)
+def bench() -> None:
+    """Benchmarks: timings and ratios measured in one run."""
+
+
+@bench.command("ingest")
+@click.option("--corpus-file", type=click.Path(exists=True, path_type=Path), required=True, help="JSON/JSONL corpus.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N documents.")
+@click.option("--batch-size", type=int, default=None, help="Documents per transaction.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the figures as JSON here.")
+@dsn_option
+def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, out: Path | None, dsn: str | None) -> None:
+    """Time a full ingest and split it: embedding, spaCy, everything else."""
+    from .bench import ingest_benchmark
+
+    result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size)
+    text = json.dumps(result, indent=2)
+    click.echo(text)
+    if out:
+        out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Test fixtures: a real embedded PostgreSQL (with pgvector) for the session, a
+template database migrated once, and a fresh copy of it for every test."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+# Tests must not pick up a developer's settings.
+for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
+    del os.environ[_name]
+
+TEMPLATE = "pgrag_template"
+
+
+def _with_database(uri: str, name: str) -> str:
+    base, _, params = uri.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")
+
+
+@pytest.fixture(scope="session")
+def pg_data_dir() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="pgrag-tests-"))
+    yield root / "pgdata"
+
+
+@pytest.fixture(scope="session")
+def pg_uri(pg_data_dir: Path) -> Iterator[str]:
+    """URI of the session's embedded server (admin database 'postgres')."""
+    from pgrag import server
+
+    uri = server.start(pg_data_dir)
+    yield uri
+    server.stop(pg_data_dir)
+
+
+@pytest.fixture(scope="session")
+def template_uri(pg_uri: str) -> str:
+    """A database migrated to head, used as the template of every test database."""
+    from pgrag.db import open_database
+
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(TEMPLATE)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    uri = _with_database(pg_uri, TEMPLATE)
+    open_database(uri).close()  # migrate, then close every connection to it
+    return uri
+
+
+@pytest.fixture
+def database_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
+    """URI of a fresh database cloned from the migrated template; dropped afterwards."""
+    name = "pgrag_test_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+    yield _with_database(pg_uri, name)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def db(database_uri: str) -> Iterator["pgrag.Database"]:  # noqa: F821
+    import pgrag
+
+    database = pgrag.connect(database_uri)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def empty_uri(pg_uri: str) -> Iterator[str]:
+    """A database with no pgrag schema at all."""
+    name = "pgrag_empty_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _with_database(pg_uri, name)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+WIKI = [
+    {"id": "lothair", "title": "Lothair II",
+     "text": "Lothair II was the king of Lotharingia from 855 until his death. He was the second son of "
+             "Emperor Lothair I and Ermengarde of Tours. He was married to Teutberga, daughter of Boso the Elder."},
+    {"id": "ermengarde", "title": "Ermengarde of Tours",
+     "text": "Ermengarde of Tours was the daughter of Hugh of Tours, a member of the Etichonen family. "
+             "In October 821 in Thionville, she married the Carolingian emperor Lothair I. She died on 20 March 851."},
+    {"id": "minaj", "title": "Nicki Minaj",
+     "text": "Onika Tanya Maraj, known professionally as Nicki Minaj, is a rapper and singer. "
+             "She was born in Port of Spain, Trinidad and Tobago, and moved to Queens at age five."},
+    {"id": "changed", "title": "Changed It",
+     "text": "\"Changed It\" is a song by rapper Nicki Minaj and American rapper Lil Wayne. "
+             "It was released in 2017 together with two other singles."},
+    {"id": "long", "title": "A long document",
+     "text": " ".join(f"Sentence number {i} talks about topic{i % 7} and river{i % 3} in the valley." for i in range(15))
+             + "\n\nA second paragraph mentions Lotharingia once more. It ends here."},
+]
+
+
+@pytest.fixture
+def wiki_docs() -> list[dict]:
+    return [dict(d) for d in WIKI]

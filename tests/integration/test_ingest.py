@@ -1,0 +1,180 @@
+"""Ingest against the real embedded PostgreSQL, embedding model and spaCy model."""
+
+from __future__ import annotations
+
+import pytest
+
+import pgrag
+from pgrag.models import Document
+
+DERIVED = ["sentence", "chunk", "token", "chunk_token", "token_edge", "chunk_entity"]
+
+
+def counts(db: pgrag.Database, corpus_id: int) -> dict[str, int]:
+    out = {}
+    with db.transaction() as conn:
+        for table in ["document", *DERIVED]:
+            # table names come from the list above, not from input
+            out[table] = conn.execute(
+                f"SELECT count(*) FROM pgrag.{table} WHERE corpus_id = %s", (corpus_id,)).fetchone()[0]
+    return out
+
+
+def statistics(db: pgrag.Database, corpus_id: int) -> dict[str, object]:
+    """Every derived statistic keyed by content (terms, external ids), not by
+    surrogate ids, so corpora built in different orders compare equal."""
+    with db.transaction() as conn:
+        df = dict(conn.execute("SELECT term, df FROM pgrag.token WHERE corpus_id = %s", (corpus_id,)).fetchall())
+        edges = dict(((a, b), w) for a, b, w in conn.execute(
+            """SELECT least(ta.term, tb.term), greatest(ta.term, tb.term), e.weight
+               FROM pgrag.token_edge e
+               JOIN pgrag.token ta ON ta.corpus_id = e.corpus_id AND ta.token_id = e.token_a
+               JOIN pgrag.token tb ON tb.corpus_id = e.corpus_id AND tb.token_id = e.token_b
+               WHERE e.corpus_id = %s""", (corpus_id,)).fetchall())
+        postings = sorted(conn.execute(
+            """SELECT d.external_id, c.ordinal, t.term, ct.tf, ct.positions
+               FROM pgrag.chunk_token ct
+               JOIN pgrag.token t ON t.corpus_id = ct.corpus_id AND t.token_id = ct.token_id
+               JOIN pgrag.chunk c ON c.corpus_id = ct.corpus_id AND c.chunk_id = ct.chunk_id
+               JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+               WHERE ct.corpus_id = %s""", (corpus_id,)).fetchall())
+        chunks = sorted(conn.execute(
+            """SELECT d.external_id, c.ordinal, c.text, c.n_tokens, c.char_start, c.char_end
+               FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id)
+               WHERE c.corpus_id = %s""", (corpus_id,)).fetchall())
+        entities = sorted(conn.execute(
+            """SELECT d.external_id, c.ordinal, e.entity, e.label, e.char_start
+               FROM pgrag.chunk_entity e
+               JOIN pgrag.chunk c ON c.corpus_id = e.corpus_id AND c.chunk_id = e.chunk_id
+               JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+               WHERE e.corpus_id = %s""", (corpus_id,)).fetchall())
+    return {"df": df, "edges": edges, "postings": postings, "chunks": chunks, "entities": entities}
+
+
+def test_ingest_builds_every_table(db, wiki_docs):
+    kb = db.corpus("wiki")
+    report = kb.ingest(wiki_docs, progress=False)
+    assert (report.added, report.replaced, report.unchanged) == (5, 0, 0)
+    c = counts(db, kb.id)
+    assert c["document"] == 5
+    assert all(c[t] > 0 for t in DERIVED), c
+    # the 16-sentence document is split into overlapping 6-sentence windows
+    assert report.chunks > 5
+    with db.transaction() as conn:
+        rows = conn.execute(
+            """SELECT c.text, substr(d.body, c.char_start + 1, c.char_end - c.char_start), c.first_sentence, c.last_sentence
+               FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id)
+               WHERE c.corpus_id = %s""", (kb.id,)).fetchall()
+        for text, span, first, last in rows:
+            assert text == span  # offsets point into the body exactly
+            assert last - first + 1 <= 6
+        n_tokens = conn.execute(
+            "SELECT bool_and(n_tokens = (SELECT coalesce(sum(tf), 0) FROM pgrag.chunk_token ct "
+            "WHERE ct.corpus_id = c.corpus_id AND ct.chunk_id = c.chunk_id)) FROM pgrag.chunk c WHERE corpus_id = %s",
+            (kb.id,)).fetchone()[0]
+        assert n_tokens
+        ents = {r[0] for r in conn.execute("SELECT entity FROM pgrag.chunk_entity WHERE corpus_id = %s", (kb.id,))}
+    assert "Nicki Minaj" in ents or "Port of Spain" in ents
+
+
+def test_document_frequency_and_edges_match_definitions(db):
+    kb = db.corpus("defs")
+    kb.ingest([{"id": "a", "text": "alpha beta gamma delta epsilon."},
+               {"id": "b", "text": "alpha beta alpha."}], progress=False)
+    stats = statistics(db, kb.id)
+    assert stats["df"]["alpha"] == 2 and stats["df"]["gamma"] == 1
+    # chunk a: 5 tokens, windows of 4 -> [alpha beta gamma delta], [beta gamma delta epsilon]
+    # alpha-beta: window 1 of a + the single window of b (counted once per window)
+    assert stats["edges"][("alpha", "beta")] == 2
+    assert stats["edges"][("beta", "gamma")] == 2
+    assert stats["edges"][("alpha", "delta")] == 1
+    assert ("alpha", "epsilon") not in stats["edges"]
+
+
+def test_reingest_same_content_is_a_noop(db, wiki_docs):
+    kb = db.corpus("wiki")
+    kb.ingest(wiki_docs, progress=False)
+    before, version = statistics(db, kb.id), kb.graph_version()
+    report = kb.ingest(wiki_docs, progress=False)
+    assert (report.added, report.replaced, report.unchanged) == (0, 0, 5)
+    assert statistics(db, kb.id) == before
+    assert kb.graph_version() == version
+
+
+def test_changed_content_replaces_and_delete_keeps_statistics_exact(db, wiki_docs):
+    kb = db.corpus("incremental")
+    kb.ingest(wiki_docs, progress=False)
+    changed = dict(wiki_docs[0], text="Lothair II ruled Lotharingia. Zanzibar quokka xylophone appear only here.")
+    v0 = kb.graph_version()
+    report = kb.ingest([changed], progress=False)
+    assert report.replaced == 1
+    assert kb.graph_version() > v0
+    assert kb.delete(["minaj", "does-not-exist"]) == 1
+
+    final = [changed] + [d for d in wiki_docs[1:] if d["id"] != "minaj"]
+    fresh = db.corpus("fresh")
+    fresh.ingest(final, progress=False)
+    assert statistics(db, kb.id) == statistics(db, fresh.id)
+    assert "quokka" in statistics(db, kb.id)["df"]
+    assert "teutberga" not in statistics(db, kb.id)["df"]  # only in the replaced text
+
+
+def test_documents_inserted_through_the_orm_are_indexed_by_index(db, wiki_docs):
+    kb = db.corpus("orm")
+    with db.session() as session:
+        session.add_all([
+            Document(corpus_id=kb.id, external_id=d["id"], title=d["title"], body=d["text"]) for d in wiki_docs[:3]
+        ])
+        session.commit()
+    assert db.corpora()[0]["pending"] == 3
+    report = kb.index(progress=False)
+    assert report.added == 0 and report.replaced == 3
+    assert db.corpora()[0]["pending"] == 0
+    hits = kb.retrieve("Where was Nicki Minaj born?", method="bm25", k=1)
+    assert hits[0].provenance.external_id == "minaj"
+    # editing the body through the ORM makes it pending again; index() rebuilds it
+    with db.session() as session:
+        doc = session.query(Document).filter_by(corpus_id=kb.id, external_id="minaj").one()
+        doc.body = "Nicki Minaj recorded an album about quokkas."
+        session.commit()
+    kb.index(progress=False)
+    fresh = db.corpus("orm-fresh")
+    fresh.ingest([wiki_docs[0], wiki_docs[1], dict(wiki_docs[2], text="Nicki Minaj recorded an album about quokkas.")],
+                 progress=False)
+    assert statistics(db, kb.id) == statistics(db, fresh.id)
+
+
+def test_failed_ingest_leaves_the_database_as_it_was(db, wiki_docs):
+    kb = db.corpus("atomic")
+    kb.ingest(wiki_docs[:2], progress=False)
+    before = (counts(db, kb.id), statistics(db, kb.id), kb.graph_version())
+    bad_batches = [
+        wiki_docs[2:] + [{"id": "empty", "text": "  "}],
+        wiki_docs[2:] + [dict(wiki_docs[3])],  # duplicate id within one batch
+        [dict(wiki_docs[0], text="changed"), {"id": "nul", "text": "a\x00b"}],
+    ]
+    for bad in bad_batches:
+        with pytest.raises(pgrag.InputError):
+            kb.ingest(bad, progress=False)
+        assert (counts(db, kb.id), statistics(db, kb.id), kb.graph_version()) == before
+
+
+def test_corpora_are_isolated(db, wiki_docs):
+    a, b = db.corpus("a"), db.corpus("b")
+    a.ingest(wiki_docs[:2], progress=False)
+    b.ingest(wiki_docs[2:4], progress=False)
+    for method in ("bm25", "dense"):
+        hits_a = a.retrieve("Nicki Minaj rapper Lothair", method=method, k=10)
+        assert {h.provenance.external_id for h in hits_a} <= {"lothair", "ermengarde"}
+        hits_b = b.retrieve("Nicki Minaj rapper Lothair", method=method, k=10)
+        assert {h.provenance.external_id for h in hits_b} <= {"minaj", "changed"}
+    a.delete(["lothair"])
+    assert b.retrieve("Lothair", method="bm25", k=5) == []
+    assert "lothair" in statistics(db, a.id)["df"]  # still in ermengarde's text
+
+
+def test_ingest_with_small_batches_equals_one_batch(db, wiki_docs):
+    one, many = db.corpus("one"), db.corpus("many")
+    one.ingest(wiki_docs, progress=False)
+    many.ingest(wiki_docs, batch_size=2, progress=False)
+    assert statistics(db, one.id) == statistics(db, many.id)
