@@ -134,16 +134,16 @@ class Database:
         """Fail early, with a clear message, on a server pgrag cannot use."""
         with self.transaction() as conn:
             version, encoding, vector = conn.execute(query("server_facts")).fetchone()
+        if not vector:
+            raise exc.ExtensionMissing(
+                "the pgvector extension ('vector') is not available on this PostgreSQL server; "
+                "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
         if int(version) < MIN_SERVER_VERSION:
             raise exc.UnsupportedServer(
                 f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 17 or newer "
                 "(its token pipeline uses the builtin pg_c_utf8 collation)")
         if encoding != "UTF8":
             raise exc.UnsupportedServer(f"database encoding is {encoding}; pgrag needs a UTF8 database")
-        if not vector:
-            raise exc.ExtensionMissing(
-                "the pgvector extension ('vector') is not available on this PostgreSQL server; "
-                "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
 
     def upgrade(self) -> None:
         """Bring the schema to head (idempotent; safe to run concurrently), then
@@ -183,6 +183,7 @@ def _register_vector(dbapi_conn: Any, _record: Any) -> None:
 def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
                   settings: Settings | None = None) -> Database:
     """Open ``dsn``, check that it is reachable, and migrate it to head."""
+    sqlalchemy_url(dsn)  # reject non-URI forms before trying to connect
     try:
         with psycopg.connect(dsn, connect_timeout=10) as probe:
             probe.execute("SELECT 1")

@@ -1,0 +1,154 @@
+"""BM25 and dense retrieval, from Python and straight from SQL."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import psycopg
+import pytest
+
+import pgrag
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("wiki")
+    corpus.ingest(wiki_docs, progress=False)
+    return corpus
+
+
+def reference_bm25(db, kb, query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
+    """BM25 computed in Python from the chunk texts (tokenised by the SQL pipeline),
+    independently of the stored postings and document frequencies."""
+    with db.transaction() as conn:
+        rows = conn.execute(
+            """SELECT c.chunk_id, pgrag.tokenize(pgrag.chunk_search_text(d.title, c.text))
+               FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id)
+               WHERE c.corpus_id = %s""", (kb.id,)).fetchall()
+    docs = {cid: Counter(tokens) for cid, tokens in rows}
+    lengths = {cid: sum(c.values()) for cid, c in docs.items()}
+    n, avgdl = len(docs), sum(lengths.values()) / len(docs)
+    scores: dict[int, float] = {}
+    for term in set(kb.tokenize(query)):
+        df = sum(1 for c in docs.values() if term in c)
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for cid, c in docs.items():
+            tf = c.get(term, 0)
+            if tf:
+                scores[cid] = scores.get(cid, 0.0) + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[cid] / avgdl))
+    return scores
+
+
+@pytest.mark.parametrize("question", [
+    "Who is the mother of Lothair II?",
+    "Where was the performer of Changed It born?",
+    "river valley topic3 Lotharingia",
+])
+def test_bm25_matches_an_independent_computation(db, kb, question):
+    expected = reference_bm25(db, kb, question)
+    hits = kb.retrieve(question, method="bm25", k=50)
+    assert len(hits) == len(expected) > 0
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.provenance.chunk_id], rel=1e-9)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_bm25_and_dense_find_the_obvious_document(kb):
+    for method in ("bm25", "dense"):
+        hits = kb.retrieve("Where was Nicki Minaj born?", method=method, k=3)
+        assert hits[0].provenance.external_id == "minaj", method
+        assert hits.trace.method == method
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_hits_carry_exact_provenance(db, kb, wiki_docs):
+    bodies = {d["id"]: d["text"] for d in wiki_docs}
+    for method in ("bm25", "dense"):
+        for hit in kb.retrieve("topic3 river valley", method=method, k=5):
+            p = hit.provenance
+            assert bodies[p.external_id][p.char_start:p.char_end] == hit.text
+            assert p.sentences and p.sentences[0].char_start == p.char_start
+            assert p.sentences[-1].char_end == p.char_end
+            for s in p.sentences:
+                assert p.char_start <= s.char_start < s.char_end <= p.char_end
+
+
+def test_bm25_trace_names_query_terms(kb):
+    hits = kb.retrieve("Who is the mother of Lothair II?", method="bm25", k=2)
+    assert hits.trace.steps[0]["query_terms"] == ["mother", "lothair"]
+
+
+def test_sql_functions_work_without_python(kb, database_uri):
+    with psycopg.connect(database_uri) as conn:
+        rows = conn.execute("SELECT rank, external_id, score, char_start, char_end, text "
+                            "FROM pgrag.bm25('wiki', 'Who is the mother of Lothair II?', 5)").fetchall()
+        assert rows[0][1] in {"lothair", "ermengarde"}
+        assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+        # dense from SQL with an embedding computed elsewhere (here: the same model)
+        vec = "[" + ",".join(map(str, kb.embedder.encode(["Nicki Minaj birthplace"])[0])) + "]"
+        top = conn.execute("SELECT external_id FROM pgrag.dense('wiki', %s::vector, 1)", (vec,)).fetchone()
+        assert top[0] == "minaj"
+        sentences = conn.execute("SELECT ordinal FROM pgrag.chunk_sentences('wiki', %s)", (rows[0][0] and
+                                 conn.execute("SELECT chunk_id FROM pgrag.bm25('wiki', 'Lothair', 1)").fetchone()[0],)).fetchall()
+        assert sentences
+
+
+def test_sql_tokenize_is_the_pipeline(kb):
+    assert kb.tokenize("Who is the MOTHER of Lothair II? ÉCOLE naïve 1990 42 x") == \
+        ["mother", "lothair", "école", "naïve", "1990"]
+    assert kb.tokenize("") == []
+    assert kb.tokenize("'; DROP TABLE pgrag.chunk; --") == ["drop", "table", "pgrag", "chunk"]
+
+
+def test_queries_with_no_known_tokens_return_nothing(kb):
+    assert kb.retrieve("the of and", method="bm25", k=5) == []
+    assert kb.retrieve("zzzzqqq", method="bm25", k=5) == []
+
+
+def test_empty_corpus_returns_empty_results(db):
+    kb = db.corpus("empty")
+    assert kb.retrieve("anything at all", method="bm25", k=5) == []
+    assert kb.retrieve("anything at all", method="dense", k=5) == []
+
+
+def test_unknown_corpus_is_a_clear_error(db, database_uri):
+    with pytest.raises(pgrag.CorpusNotFound, match="nope"):
+        db.corpus("nope", create=False)
+    with psycopg.connect(database_uri) as conn:
+        with pytest.raises(psycopg.Error, match="corpus 'nope' does not exist") as info:
+            conn.execute("SELECT * FROM pgrag.bm25('nope', 'x', 5)")
+        assert info.value.sqlstate == "PR001"
+
+
+def test_unknown_method_and_bad_k(kb):
+    with pytest.raises(pgrag.UnknownMethod, match="available: dense, bm25"):
+        kb.retrieve("x", method="magic")
+    with pytest.raises(pgrag.PgragError, match="k must be"):
+        kb.retrieve("x", method="bm25", k=0)
+
+
+def test_embedding_dimension_mismatch(kb, db, database_uri):
+    with psycopg.connect(database_uri) as conn:
+        with pytest.raises(psycopg.Error, match="3 dimensions, corpus 'wiki' uses 384") as info:
+            conn.execute("SELECT * FROM pgrag.dense('wiki', '[1,2,3]'::vector, 5)")
+        assert info.value.sqlstate == "PR002"
+    # a corpus recorded with another dimension than its model gives
+    with db.transaction() as conn:
+        conn.execute("UPDATE pgrag.corpus SET embedding_dim = 768 WHERE name = 'wiki'")
+    with pytest.raises(pgrag.EmbeddingMismatch, match="384-dimensional.*768"):
+        db.corpus("wiki").ingest([{"id": "x", "text": "more"}], progress=False)
+    with pytest.raises(pgrag.EmbeddingMismatch, match="built with 'all-MiniLM-L6-v2'"):
+        db.corpus("wiki", embedding_model="some/other-model")
+
+
+def test_dense_uses_the_corpus_hnsw_index(kb, database_uri):
+    with psycopg.connect(database_uri) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(
+            "EXPLAIN SELECT chunk_id FROM pgrag.chunk c WHERE c.corpus_id = %s "
+            "ORDER BY c.embedding::vector(384) <=> %s::vector LIMIT 5",
+            (kb.id, "[" + ",".join(["0.05"] * 384) + "]")).fetchall()
+    assert any(f"chunk_embedding_hnsw_{kb.id}" in line[0] for line in plan), plan

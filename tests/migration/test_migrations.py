@@ -1,0 +1,115 @@
+"""Migrations, SQL files and ORM models agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+import pgrag
+from pgrag.models import Base
+from pgrag.resources import resource_dir
+
+
+def test_each_sql_migration_is_run_by_exactly_one_revision():
+    root = resource_dir("migrations")
+    sql_files = sorted(p.stem for p in (root / "sql").glob("*.sql"))
+    revisions = sorted(p.stem for p in (root / "versions").glob("*.py"))
+    assert sql_files == revisions
+    for name in sql_files:
+        assert re.fullmatch(r"\d{4}_[a-z0-9_]+", name), name
+
+
+def test_upgrade_is_idempotent(empty_uri):
+    db = pgrag.connect(empty_uri)
+    db.upgrade()
+    db.upgrade()
+    with psycopg.connect(empty_uri) as conn:
+        assert conn.execute("SELECT version_num FROM pgrag.alembic_version").fetchall() == [("0001",)]
+    db.close()
+
+
+def test_orm_models_match_the_migrated_schema(database_uri):
+    db = pgrag.connect(database_uri)
+    with db.engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={
+            "include_schemas": True,
+            "include_name": lambda name, type_, parent: type_ != "schema" or name == "pgrag",
+            "include_object": lambda obj, name, type_, reflected, compare_to: not (
+                type_ == "table" and name == "alembic_version")
+                and not (type_ == "index" and name and name.startswith("chunk_embedding_hnsw_")),
+        })
+        diff = compare_metadata(ctx, Base.metadata)
+    assert diff == []
+    db.close()
+
+
+def test_every_table_carries_the_corpus_id(database_uri):
+    with psycopg.connect(database_uri) as conn:
+        tables = conn.execute(
+            """SELECT t.table_name FROM information_schema.tables t
+               WHERE t.table_schema = 'pgrag' AND t.table_name <> 'alembic_version'
+                 AND NOT EXISTS (SELECT 1 FROM information_schema.columns c
+                                 WHERE c.table_schema = 'pgrag' AND c.table_name = t.table_name
+                                   AND c.column_name = 'corpus_id')""").fetchall()
+    assert tables == []
+
+
+def test_sql_functions_run_with_a_fixed_search_path(database_uri):
+    with psycopg.connect(database_uri) as conn:
+        rows = conn.execute(
+            """SELECT p.proname, p.proconfig, p.prosecdef FROM pg_proc p
+               WHERE p.pronamespace = 'pgrag'::regnamespace""").fetchall()
+    assert len(rows) >= 10
+    for name, config, security_definer in rows:
+        assert not security_definer, name
+        if name not in ("stopwords", "chunk_search_text"):  # pure expressions, inlined
+            assert config and any(c.startswith("search_path=pg_catalog, pgrag") for c in config), (name, config)
+
+
+def test_a_server_without_pgvector_gets_a_clear_error():
+    """Debian's PostgreSQL on these machines has no pgvector: connecting pgrag to
+    it must say so plainly."""
+    pg_bin = Path("/usr/lib/postgresql/15/bin")
+    if not (pg_bin / "initdb").exists():
+        pytest.skip("no system PostgreSQL without pgvector on this machine")
+    import os
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="pgrag-novector-"))  # pytest's tmp is not traversable by postgres
+    tmp_path.chmod(0o755)
+    data = tmp_path / "pg15"
+    data.mkdir()
+    sock = tmp_path / "sock"
+    sock.mkdir()
+    run_as: dict = {}
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(tmp_path, user.pw_uid, user.pw_gid)
+        os.chown(data, user.pw_uid, user.pw_gid)
+        os.chown(sock, user.pw_uid, user.pw_gid)
+        run_as = {"user": "postgres"}
+    subprocess.run([pg_bin / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8"],
+                   check=True, capture_output=True, **run_as)
+    subprocess.run([pg_bin / "pg_ctl", "-D", data, "-w", "-o", f"-k {sock} -h ''", "-l", data / "log", "start"],
+                   check=True, capture_output=True, **run_as)
+    try:
+        with pytest.raises(pgrag.ExtensionMissing, match="pgvector extension"):
+            pgrag.connect(f"postgresql://postgres@/postgres?host={sock}")
+    finally:
+        subprocess.run([pg_bin / "pg_ctl", "-D", data, "-w", "-m", "immediate", "stop"], capture_output=True, **run_as)
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_unreachable_dsn_is_a_clear_error(tmp_path):
+    with pytest.raises(pgrag.ConnectionFailed, match="cannot connect"):
+        pgrag.connect(f"postgresql://nobody@/nodb?host={tmp_path}&connect_timeout=2")
+    with pytest.raises(pgrag.ConfigError, match="not a PostgreSQL URI"):
+        pgrag.connect("localhost:5432")
