@@ -112,6 +112,24 @@ def server_status(data_dir: Path | None) -> None:
         sys.exit(3)
 
 
+@server.command("psql", context_settings={"ignore_unknown_options": True})
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+@click.argument("psql_args", nargs=-1, type=click.UNPROCESSED)
+def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
+    """Open psql (shipped with the embedded server) on it; extra arguments go to psql.
+
+        pgrag server psql -c "SELECT * FROM pgrag.bm25('2wiki', 'Who is the mother of Lothair II?', 5)"
+    """
+    import os
+
+    from . import server as srv
+
+    settings = _settings(None, data_dir)
+    uri = srv.start(settings.data_dir)
+    psql = str(srv.psql_path())
+    os.execv(psql, [psql, uri, *psql_args])
+
+
 # -- database ----------------------------------------------------------------
 
 @main.group(cls=PgragGroup)

@@ -18,6 +18,8 @@ from .sources import DocumentIn, validate
 if TYPE_CHECKING:
     from .db import Database
 
+MAX_VECTOR_DIM = 2000
+
 
 class Corpus:
     """Documents indexed for retrieval, all stored in the database."""
@@ -130,6 +132,10 @@ def open_corpus(db: "Database", name: str, settings: Settings, *, create: bool =
             raise CorpusNotFound(f"corpus {name!r} does not exist")
         model = embedding_model or settings.embedding_model
         dim = get_embedder(model).dim
+        if dim > MAX_VECTOR_DIM:
+            raise EmbeddingMismatch(
+                f"model {model!r} gives {dim}-dimensional vectors; pgrag's HNSW indexes support "
+                f"at most {MAX_VECTOR_DIM} (pgvector's limit for the vector type)")
         chunking = chunking or ChunkingSettings()
         with db.transaction() as conn:
             conn.execute(query("create_corpus"), {

@@ -293,6 +293,7 @@ DECLARE
     dim integer;
     ids bigint[];
     scores float8[];
+    previous_ef text;
 BEGIN
     SELECT c.embedding_dim INTO dim FROM pgrag.corpus c WHERE c.corpus_id = cid;
     IF vector_dims(query_embedding) <> dim THEN
@@ -300,6 +301,9 @@ BEGIN
             vector_dims(query_embedding), quote_literal(corpus), dim
             USING ERRCODE = 'PR002';
     END IF;
+    -- HNSW returns at most ef_search rows: widen it for large k, restore it after.
+    previous_ef := current_setting('hnsw.ef_search', true);
+    PERFORM set_config('hnsw.ef_search', least(greatest(k, 40), 1000)::text, true);
     -- The cast must be spelled with the literal dimension for the planner to match
     -- the corpus's partial expression index.
     EXECUTE format(
@@ -309,6 +313,7 @@ BEGIN
                ORDER BY c.embedding::vector(%s) <=> $2 LIMIT $3) s', dim, dim)
         INTO ids, scores
         USING cid, query_embedding, greatest(k, 0);
+    PERFORM set_config('hnsw.ef_search', coalesce(previous_ef, '40'), true);
     RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
 END
 $$;

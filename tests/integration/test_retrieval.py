@@ -91,9 +91,10 @@ def test_sql_functions_work_without_python(kb, database_uri):
         vec = "[" + ",".join(map(str, kb.embedder.encode(["Nicki Minaj birthplace"])[0])) + "]"
         top = conn.execute("SELECT external_id FROM pgrag.dense('wiki', %s::vector, 1)", (vec,)).fetchone()
         assert top[0] == "minaj"
-        sentences = conn.execute("SELECT ordinal FROM pgrag.chunk_sentences('wiki', %s)", (rows[0][0] and
-                                 conn.execute("SELECT chunk_id FROM pgrag.bm25('wiki', 'Lothair', 1)").fetchone()[0],)).fetchall()
-        assert sentences
+        chunk_id = conn.execute("SELECT chunk_id FROM pgrag.bm25('wiki', 'Lothair', 1)").fetchone()[0]
+        sentences = conn.execute("SELECT ordinal, char_start, char_end FROM pgrag.chunk_sentences('wiki', %s)",
+                                 (chunk_id,)).fetchall()
+        assert [s[0] for s in sentences] == list(range(len(sentences))) and sentences
 
 
 def test_sql_tokenize_is_the_pipeline(kb):
@@ -152,3 +153,15 @@ def test_dense_uses_the_corpus_hnsw_index(kb, database_uri):
             "ORDER BY c.embedding::vector(384) <=> %s::vector LIMIT 5",
             (kb.id, "[" + ",".join(["0.05"] * 384) + "]")).fetchall()
     assert any(f"chunk_embedding_hnsw_{kb.id}" in line[0] for line in plan), plan
+
+
+def test_dense_returns_more_than_the_hnsw_default_of_40(db):
+    from pgrag.demo import sample_documents
+
+    kb = db.corpus("sample")
+    report = kb.ingest(sample_documents(), progress=False)
+    assert report.chunks > 40
+    hits = kb.retrieve("a film directed in 1961", method="dense", k=report.chunks)
+    assert len(hits) == report.chunks
+    assert len({h.provenance.chunk_id for h in hits}) == report.chunks
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -1,0 +1,113 @@
+"""The pgrag command, driven through click's runner; state checked through the library."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import pgrag
+from pgrag import methods
+from pgrag.cli import main
+
+
+def run(*args: str) -> "object":
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_ingest_query_corpora_delete(database_uri, tmp_path, wiki_docs):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in wiki_docs))
+    result = run("ingest", str(path), "--corpus", "cli", "--dsn", database_uri, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "5 added" in result.output
+
+    result = run("query", "Where was Nicki Minaj born?", "--corpus", "cli", "--method", "bm25",
+                 "-k", "2", "--dsn", database_uri, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["hits"][0]["provenance"]["external_id"] == "minaj"
+    assert data["trace"]["method"] == "bm25"
+
+    result = run("query", "Where was Nicki Minaj born?", "--corpus", "cli", "--dsn", database_uri)
+    assert "provenance: document 'minaj'" in result.output
+
+    result = run("corpora", "--dsn", database_uri, "--json")
+    [row] = json.loads(result.output)
+    assert row["name"] == "cli" and row["documents"] == 5 and row["pending"] == 0
+
+    result = run("delete", "minaj", "--corpus", "cli", "--dsn", database_uri)
+    assert "deleted 1" in result.output
+    db = pgrag.connect(database_uri)
+    assert db.corpora()[0]["documents"] == 4
+    db.close()
+
+
+def test_ingest_a_folder(database_uri, tmp_path):
+    (tmp_path / "a.txt").write_text("Quokkas live on Rottnest Island. They are small marsupials.")
+    (tmp_path / "b.md").write_text("# Notes\n\nWombats dig burrows.")
+    result = run("ingest", str(tmp_path), "--corpus", "folder", "--dsn", database_uri, "--no-progress", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["added"] == 2
+    db = pgrag.connect(database_uri)
+    hits = db.corpus("folder").retrieve("quokkas island", method="bm25", k=1)
+    assert hits[0].provenance.external_id == "a.txt"
+    db.close()
+
+
+def test_errors_are_one_line_and_exit_1(database_uri, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"id": "a", "text": "x"},\n{"id": }]')
+    result = run("ingest", str(bad), "--corpus", "c", "--dsn", database_uri)
+    assert result.exit_code == 1
+    assert re.search(r"Error: .*bad\.json: line 2", result.output)
+    result = run("query", "x", "--corpus", "missing", "--dsn", database_uri)
+    assert result.exit_code == 1 and "corpus 'missing' does not exist" in result.output
+    result = run("query", "x", "--corpus", "missing", "--method", "nope", "--dsn", database_uri)
+    assert result.exit_code == 1
+    # nothing was created by the failed commands
+    db = pgrag.connect(database_uri)
+    assert db.corpora() == []
+    db.close()
+
+
+def test_server_status_prints_the_uri_on_its_own_line(pg_data_dir, pg_uri):
+    result = run("server", "status", "--data-dir", str(pg_data_dir))
+    assert result.exit_code == 0, result.output
+    assert pg_uri in result.output.splitlines()
+    assert "psql:" in result.output
+
+
+def test_server_start_stop(tmp_path):
+    data_dir = Path(tempfile.mkdtemp(prefix="pgrag-cli-")) / "pg"
+    result = run("server", "start", "--data-dir", str(data_dir))
+    assert result.exit_code == 0, result.output
+    uri = result.output.strip().splitlines()[-1]
+    assert uri.startswith("postgresql://")
+    assert run("server", "status", "--data-dir", str(data_dir)).exit_code == 0
+    assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
+    status = run("server", "status", "--data-dir", str(data_dir))
+    assert status.exit_code == 3 and "running: no" in status.output
+
+
+def test_db_upgrade_and_help(empty_uri):
+    result = run("db", "upgrade", "--dsn", empty_uri)
+    assert result.exit_code == 0 and "schema at head" in result.output
+    for command in (["--help"], ["ingest", "--help"], ["query", "--help"], ["bench", "ingest", "--help"]):
+        assert run(*command).exit_code == 0
+
+
+def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
+    result = run("demo", "--dsn", database_uri, "-k", "2")
+    assert result.exit_code == 0, result.output
+    from pgrag.demo import sample_questions
+
+    for q in sample_questions():
+        assert q["question"] in result.output
+    for method in methods.names():
+        assert f"[{method}]" in result.output
+    assert result.output.count("provenance: document") >= 2 * len(sample_questions())
+    assert re.search(r"chunk \d+, chars \d+-\d+, sentences \d+-\d+", result.output)
