@@ -30,7 +30,9 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, name: str) -> None:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # pgrag shows its own progress; keep output clean
         self.name = name
         try:
             self._model = SentenceTransformer(_model_path(name), device="cpu")

@@ -1,0 +1,34 @@
+"""The README documents every command, and opens with the two set-up commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pgrag.cli import main
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def commands(group: click.Group, prefix: str = "pgrag") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, cmd in group.commands.items():
+        path = f"{prefix} {name}"
+        out.append((path, cmd))
+        if isinstance(cmd, click.Group):
+            out.extend(commands(cmd, path))
+    return out
+
+
+def test_every_command_has_help_and_is_in_the_readme():
+    text = README.read_text()
+    for path, cmd in commands(main):
+        assert (cmd.help or "").strip(), f"{path} has no help"
+        assert path in text, f"{path} is not in README.md"
+
+
+def test_readme_opens_with_make_demo_and_make_test():
+    head = README.read_text().splitlines()[:8]
+    assert any(line.startswith("make demo") for line in head)
+    assert any(line.startswith("make test") for line in head)
