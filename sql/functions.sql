@@ -201,6 +201,11 @@ AS $$
 DECLARE
     dim integer;
 BEGIN
+    -- Checked first: CREATE INDEX IF NOT EXISTS would still take a SHARE lock on
+    -- pgrag.chunk, briefly blocking writers of every corpus.
+    IF to_regclass(format('pgrag.%I', 'chunk_embedding_hnsw_' || p_corpus)) IS NOT NULL THEN
+        RETURN;
+    END IF;
     SELECT c.embedding_dim INTO STRICT dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
     EXECUTE format(
         'CREATE INDEX IF NOT EXISTS %I ON pgrag.chunk USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',

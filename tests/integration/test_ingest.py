@@ -178,3 +178,34 @@ def test_ingest_with_small_batches_equals_one_batch(db, wiki_docs):
     one.ingest(wiki_docs, progress=False)
     many.ingest(wiki_docs, batch_size=2, progress=False)
     assert statistics(db, one.id) == statistics(db, many.id)
+
+
+def test_concurrent_ingests_into_one_corpus_equal_a_sequential_build(db, database_uri, wiki_docs):
+    """Two processes' worth of connections ingesting overlapping documents at once:
+    the corpus write lock serialises them, so nothing is duplicated or lost."""
+    import threading
+
+    kb = db.corpus("concurrent")
+    other = pgrag.connect(database_uri)  # a second engine and connection pool
+    kb2 = other.corpus("concurrent")
+    kb.embedder  # load the model once before the race
+    errors: list[BaseException] = []
+
+    def work(corpus, docs):
+        try:
+            corpus.ingest(docs, batch_size=1, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(kb, wiki_docs[:4])),
+               threading.Thread(target=work, args=(kb2, wiki_docs[1:]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    other.close()
+    assert errors == []
+    fresh = db.corpus("sequential")
+    fresh.ingest(wiki_docs, progress=False)
+    assert counts(db, kb.id)["document"] == len(wiki_docs)
+    assert statistics(db, kb.id) == statistics(db, fresh.id)
