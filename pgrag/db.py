@@ -60,6 +60,20 @@ def translate(error: psycopg.Error) -> exc.PgragError:
     return exc.PgragError(message)
 
 
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """Re-raise driver errors (bare, or wrapped by SQLAlchemy) as ``PgragError``."""
+    try:
+        yield
+    except psycopg.Error as error:
+        raise translate(error) from error
+    except Exception as error:
+        orig = getattr(error, "orig", None)
+        if isinstance(orig, psycopg.Error):
+            raise translate(orig) from error
+        raise
+
+
 class Database:
     """A pgrag database: an engine over one PostgreSQL database with the schema at head."""
 
@@ -79,18 +93,10 @@ class Database:
     def transaction(self) -> Iterator[psycopg.Connection]:
         """A psycopg connection inside one transaction: committed on success,
         rolled back on any error, which is re-raised as a ``PgragError``."""
-        try:
-            with self.engine.begin() as sa_conn:
-                raw = sa_conn.connection.driver_connection
-                assert isinstance(raw, psycopg.Connection)
-                yield raw
-        except psycopg.Error as error:
-            raise translate(error) from error
-        except Exception as error:
-            orig = getattr(error, "orig", None)
-            if isinstance(orig, psycopg.Error):
-                raise translate(orig) from error
-            raise
+        with _translated(), self.engine.begin() as sa_conn:
+            raw = sa_conn.connection.driver_connection
+            assert isinstance(raw, psycopg.Connection)
+            yield raw
 
     def session(self) -> Session:
         """An ORM session for applications (``pgrag.models``)."""
@@ -151,20 +157,12 @@ class Database:
         self.check_server()
         cfg = Config()
         cfg.set_main_option("script_location", str(resource_dir("migrations")))
-        try:
-            with self.engine.begin() as sa_conn:
-                raw = sa_conn.connection.driver_connection
-                raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
-                cfg.attributes["connection"] = sa_conn
-                command.upgrade(cfg, "head")
-                raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
-        except psycopg.Error as error:
-            raise translate(error) from error
-        except Exception as error:
-            orig = getattr(error, "orig", None)
-            if isinstance(orig, psycopg.Error):
-                raise translate(orig) from error
-            raise
+        with _translated(), self.engine.begin() as sa_conn:
+            raw = sa_conn.connection.driver_connection
+            raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
+            cfg.attributes["connection"] = sa_conn
+            command.upgrade(cfg, "head")
+            raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 

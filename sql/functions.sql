@@ -229,10 +229,7 @@ $$;
 
 -- A ranked hit list with its provenance: chunk -> document, offsets into the body.
 CREATE OR REPLACE FUNCTION pgrag.hits(p_corpus bigint, p_chunks bigint[], p_scores float8[])
-RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
-               external_id text, title text, chunk_ordinal integer,
-               first_sentence integer, last_sentence integer,
-               char_start integer, char_end integer, text text)
+RETURNS SETOF pgrag.hit
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -248,10 +245,7 @@ $$;
 -- never goes negative; query terms count once each.
 CREATE OR REPLACE FUNCTION pgrag.bm25(corpus text, query text, k integer DEFAULT 10,
                                       k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.75)
-RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
-               external_id text, title text, chunk_ordinal integer,
-               first_sentence integer, last_sentence integer,
-               char_start integer, char_end integer, text text)
+RETURNS SETOF pgrag.hit
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -286,10 +280,7 @@ $$;
 
 -- Cosine similarity (1 - cosine distance) through the corpus's HNSW index.
 CREATE OR REPLACE FUNCTION pgrag.dense(corpus text, query_embedding vector, k integer DEFAULT 10)
-RETURNS TABLE (rank integer, chunk_id bigint, score float8, document_id bigint,
-               external_id text, title text, chunk_ordinal integer,
-               first_sentence integer, last_sentence integer,
-               char_start integer, char_end integer, text text)
+RETURNS SETOF pgrag.hit
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$

@@ -128,6 +128,23 @@ CREATE TABLE pgrag.chunk_entity (
 );
 CREATE INDEX chunk_entity_entity_idx ON pgrag.chunk_entity (corpus_id, lower(entity));
 
+-- One ranked retrieval result with its provenance, as returned by pgrag.bm25,
+-- pgrag.dense and pgrag.hits. Offsets are into document.body.
+CREATE TYPE pgrag.hit AS (
+    rank            integer,
+    chunk_id        bigint,
+    score           float8,
+    document_id     bigint,
+    external_id     text,
+    title           text,
+    chunk_ordinal   integer,
+    first_sentence  integer,
+    last_sentence   integer,
+    char_start      integer,
+    char_end        integer,
+    text            text
+);
+
 -- Bumped in the same transaction as any change to token_edge; in-process graph
 -- caches (CSR matrices) are keyed on it.
 CREATE TABLE pgrag.graph_version (
