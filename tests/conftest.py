@@ -3,6 +3,7 @@ template database migrated once, and a fresh copy of it for every test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import uuid
@@ -54,16 +55,27 @@ def template_uri(pg_uri: str) -> str:
     return uri
 
 
+@contextlib.contextmanager
+def scratch_database(pg_uri: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A uniquely named database (optionally cloned from ``template``), dropped on exit."""
+    name = prefix + uuid.uuid4().hex[:12]
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template:
+        create = sql.SQL("{} TEMPLATE {}").format(create, sql.Identifier(template))
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(create)
+    try:
+        yield _with_database(pg_uri, name)
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 @pytest.fixture
 def database_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
-    """URI of a fresh database cloned from the migrated template; dropped afterwards."""
-    name = "pgrag_test_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(TEMPLATE)))
-    yield _with_database(pg_uri, name)
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    """URI of a fresh database cloned from the migrated template."""
+    with scratch_database(pg_uri, "pgrag_test_", TEMPLATE) as uri:
+        yield uri
 
 
 @pytest.fixture
@@ -78,12 +90,8 @@ def db(database_uri: str) -> Iterator["pgrag.Database"]:  # noqa: F821
 @pytest.fixture
 def empty_uri(pg_uri: str) -> Iterator[str]:
     """A database with no pgrag schema at all."""
-    name = "pgrag_empty_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield _with_database(pg_uri, name)
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with scratch_database(pg_uri, "pgrag_empty_") as uri:
+        yield uri
 
 
 WIKI = [
