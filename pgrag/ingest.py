@@ -92,6 +92,9 @@ def ingest(
     report = IngestReport(corpus=corpus.name, documents=len(documents))
     todo = _changed(db, corpus, documents)
     report.unchanged = len(documents) - len(todo)
+    if report.unchanged:
+        pending = {d.external_id for d in todo}
+        _update_metadata(db, corpus, [d for d in documents if d.external_id not in pending])
     with tqdm(total=len(todo), unit="doc", desc=f"ingest {corpus.name}", disable=not progress or not todo) as bar:
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
@@ -112,6 +115,14 @@ def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) 
         "corpus_id": corpus.corpus_id, "ids": [d.external_id for d in documents]})
     indexed = {ext: idx for ext, _, _, idx in rows}
     return [d for d in documents if indexed.get(d.external_id) != content_hash(d.title, d.body)]
+
+
+def _update_metadata(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> None:
+    with db.transaction() as conn:
+        conn.execute(query("update_metadata"), {
+            "corpus_id": corpus.corpus_id,
+            "ids": [d.external_id for d in documents],
+            "metadata": [Jsonb(d.metadata) for d in documents]})
 
 
 def _prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,

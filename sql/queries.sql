@@ -132,3 +132,10 @@ ORDER BY c.chunk_id, s.ordinal;
 -- name: graph_version
 -- The corpus's graph version (bumped on every edge change).
 SELECT version FROM pgrag.graph_version WHERE corpus_id = %(corpus_id)s;
+
+-- name: update_metadata
+-- Metadata of documents whose content is unchanged (no re-indexing needed).
+UPDATE pgrag.document d SET metadata = x.metadata, updated_at = now()
+FROM unnest(%(ids)s::text[], %(metadata)s::jsonb[]) AS x(external_id, metadata)
+WHERE d.corpus_id = %(corpus_id)s AND d.external_id = x.external_id
+  AND d.metadata IS DISTINCT FROM x.metadata;

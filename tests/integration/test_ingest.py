@@ -209,3 +209,16 @@ def test_concurrent_ingests_into_one_corpus_equal_a_sequential_build(db, databas
     fresh.ingest(wiki_docs, progress=False)
     assert counts(db, kb.id)["document"] == len(wiki_docs)
     assert statistics(db, kb.id) == statistics(db, fresh.id)
+
+
+def test_reingest_with_new_metadata_updates_it_without_reindexing(db, wiki_docs):
+    kb = db.corpus("meta")
+    kb.ingest(wiki_docs, progress=False)
+    version = kb.graph_version()
+    wiki_docs[0]["metadata"] = {"source": "wikipedia", "year": 2020}
+    report = kb.ingest(wiki_docs, progress=False)
+    assert report.unchanged == 5 and report.chunks == 0
+    assert kb.graph_version() == version
+    with db.session() as session:
+        doc = session.query(Document).filter_by(corpus_id=kb.id, external_id=wiki_docs[0]["id"]).one()
+        assert doc.metadata_ == {"source": "wikipedia", "year": 2020}
