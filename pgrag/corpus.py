@@ -98,7 +98,7 @@ class Corpus:
 
     def tokenize(self, text: str) -> list[str]:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""
-        return list(self.db.fetchone("tokenize", {"text": text})[0])
+        return list(self.db.fetch_row("tokenize", {"text": text})[0])
 
     def graph_version(self) -> int:
         row = self.db.fetchone("graph_version", {"corpus_id": self.id})

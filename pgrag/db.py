@@ -110,6 +110,13 @@ class Database:
         with self.transaction() as conn:
             return conn.execute(query(name), params or {}).fetchone()
 
+    def fetch_row(self, name: str, params: dict[str, Any] | None = None) -> tuple:
+        """The single row a query always returns (aggregates, scalar functions)."""
+        row = self.fetchone(name, params)
+        if row is None:
+            raise exc.PgragError(f"query {name!r} returned no row")
+        return row
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -138,8 +145,7 @@ class Database:
 
     def check_server(self) -> None:
         """Fail early, with a clear message, on a server pgrag cannot use."""
-        with self.transaction() as conn:
-            version, encoding, vector = conn.execute(query("server_facts")).fetchone()
+        version, encoding, vector = self.fetch_row("server_facts")
         if not vector:
             raise exc.ExtensionMissing(
                 "the pgvector extension ('vector') is not available on this PostgreSQL server; "
@@ -159,6 +165,7 @@ class Database:
         cfg.set_main_option("script_location", str(resource_dir("migrations")))
         with _translated(), self.engine.begin() as sa_conn:
             raw = sa_conn.connection.driver_connection
+            assert isinstance(raw, psycopg.Connection)
             raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")

@@ -212,7 +212,7 @@ def _copy_rows(conn: psycopg.Connection, cid: int, work: list[_Prepared],
                 for k, (s, e) in enumerate(p.sentences):
                     cp.write_row((cid, doc_id, k, p.doc.body[s:e], s, e))
                 report.sentences += len(p.sentences)
-        entity_rows = []
+        entity_rows: list[tuple[int, int, str, str, int, int]] = []
         with cur.copy("COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, "
                       "last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY)") as cp:
             cp.set_types(["int8", "int8", "int8", "int4", "int4", "int4", "int4", "int4", "text", "vector"])

@@ -59,12 +59,12 @@ def status(data_dir: Path) -> ServerStatus:
     _, utils = _embedded()
     data_dir = data_dir.expanduser().resolve()
     info = utils.PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
-    running = bool(info is not None and info.is_running())
+    running = info is not None and bool(info.is_running())
     return ServerStatus(
         data_dir=data_dir,
         running=running,
-        uri=info.get_uri() if running else None,
-        pid=info.pid if running else None,
+        uri=str(info.get_uri()) if info is not None and running else None,
+        pid=int(info.pid) if info is not None and running else None,
         psql=psql_path(),
     )
 

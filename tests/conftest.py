@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ def _with_database(uri: str, name: str) -> str:
 def pg_data_dir() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="pgrag-tests-"))
     yield root / "pgdata"
+    shutil.rmtree(root, ignore_errors=True)  # after pg_uri has stopped the server
 
 
 @pytest.fixture(scope="session")

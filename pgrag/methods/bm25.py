@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..queries import query
 from ..results import Hits, Trace
 
 if TYPE_CHECKING:
@@ -15,9 +14,8 @@ if TYPE_CHECKING:
 def retrieve(corpus: "Corpus", question: str, k: int) -> Hits:
     trace = Trace(method="bm25", query=question)
     t0 = time.perf_counter()
-    with corpus.db.transaction() as conn:
-        terms = conn.execute(query("tokenize"), {"text": question}).fetchone()[0]
-        rows = conn.execute(query("bm25"), {"corpus": corpus.name, "query": question, "k": k}).fetchall()
+    terms = corpus.tokenize(question)
+    rows = corpus.db.fetchall("bm25", {"corpus": corpus.name, "query": question, "k": k})
     trace.timings_ms["search"] = (time.perf_counter() - t0) * 1000
     trace.step("bm25", query_terms=terms, k1=1.2, b=0.75, k=k, candidates=len(rows))
     return Hits(corpus.hits_from_rows(rows), trace)

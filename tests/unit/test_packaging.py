@@ -1,0 +1,32 @@
+"""The wheel ships the SQL, the migrations and the sample data; the code type-checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_contains_sql_migrations_and_data(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True)
+    [wheel] = tmp_path.glob("pgrag_multihop-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {
+        "pgrag/sql/functions.sql", "pgrag/sql/queries.sql",
+        "pgrag/migrations/env.py", "pgrag/migrations/versions/0001_core_schema.py",
+        "pgrag/migrations/sql/0001_core_schema.sql",
+        "pgrag/data/sample_corpus.json", "pgrag/data/sample_questions.jsonl", "pgrag/data/ATTRIBUTION.md",
+        "pgrag/py.typed",
+    }
+    assert expected <= names, expected - names
+    assert not any(n.startswith("tests/") for n in names)
+
+
+def test_mypy_passes():
+    result = subprocess.run([sys.executable, "-m", "mypy", "pgrag"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
