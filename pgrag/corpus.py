@@ -94,7 +94,8 @@ class Corpus:
             raise PgragError("question must be a string")
         if k < 1:
             raise PgragError("k must be at least 1")
-        return methods.get(method)(self, question, k)
+        # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
+        return methods.get(method)(self, question.replace("\x00", " "), k)
 
     def tokenize(self, text: str) -> list[str]:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""

@@ -165,3 +165,23 @@ def test_dense_returns_more_than_the_hnsw_default_of_40(db):
     assert len(hits) == report.chunks
     assert len({h.provenance.chunk_id for h in hits}) == report.chunks
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("name", ["x'; DROP TABLE pgrag.chunk; --", 'quo"te', "naïve 语料 %(k)s {0}"])
+def test_corpus_names_are_data_not_sql(db, wiki_docs, name):
+    kb = db.corpus(name)
+    kb.ingest(wiki_docs[:2], progress=False)
+    assert kb.retrieve("Lothair mother", method="bm25", k=1)[0].provenance.external_id in {"lothair", "ermengarde"}
+    assert kb.retrieve("Lothair mother", method="dense", k=1)
+    assert [c["name"] for c in db.corpora()] == [name]
+    db.drop_corpus(name)
+    assert db.corpora() == []
+    with pytest.raises(pgrag.CorpusNotFound):
+        kb.retrieve("Lothair", method="bm25", k=1)
+
+
+def test_hostile_questions_are_just_text(kb):
+    for question in ["%(k)s", "'; SELECT pg_sleep(10); --", "\u202e\u0000"[:1] + "ülß ΣΊΣΥΦΟΣ", "x" * 100_000]:
+        assert isinstance(kb.retrieve(question, method="bm25", k=3), list)
+    hits = kb.retrieve("Lothair\x00mother", method="bm25", k=3)
+    assert hits and hits.trace.steps[0]["query_terms"] == ["lothair", "mother"]
