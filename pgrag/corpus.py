@@ -59,10 +59,7 @@ class Corpus:
         Everything is validated first (``InputError``, nothing written); a document
         whose content hash is already indexed is skipped; changed content replaces
         the old version completely."""
-        docs = validate(documents)
-        return ingest(self.db, self.info, docs, embedder=self.embedder,
-                      spacy_model=self.settings.spacy_model,
-                      batch_size=batch_size or self.settings.batch_size, progress=progress)
+        return self._ingest(validate(documents), batch_size, progress)
 
     def index(self, *, batch_size: int | None = None, progress: bool = True) -> IngestReport:
         """Index documents that were inserted or changed directly in the tables
@@ -71,6 +68,9 @@ class Corpus:
         docs = validate(
             [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
             source=f"corpus {self.name!r}")
+        return self._ingest(docs, batch_size, progress)
+
+    def _ingest(self, docs: list[DocumentIn], batch_size: int | None, progress: bool) -> IngestReport:
         return ingest(self.db, self.info, docs, embedder=self.embedder,
                       spacy_model=self.settings.spacy_model,
                       batch_size=batch_size or self.settings.batch_size, progress=progress)

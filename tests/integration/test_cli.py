@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_server_status_prints_the_uri_on_its_own_line(pg_data_dir, pg_uri):
     assert "psql:" in result.output
 
 
-def test_server_start_stop(tmp_path):
+def test_server_start_stop():
     data_dir = Path(tempfile.mkdtemp(prefix="pgrag-cli-")) / "pg"
     result = run("server", "start", "--data-dir", str(data_dir))
     assert result.exit_code == 0, result.output
@@ -91,6 +92,7 @@ def test_server_start_stop(tmp_path):
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
     status = run("server", "status", "--data-dir", str(data_dir))
     assert status.exit_code == 3 and "running: no" in status.output
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 def test_db_upgrade_and_help(empty_uri):
