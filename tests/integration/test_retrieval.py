@@ -185,3 +185,28 @@ def test_hostile_questions_are_just_text(kb):
         assert isinstance(kb.retrieve(question, method="bm25", k=3), list)
     hits = kb.retrieve("Lothair\x00mother", method="bm25", k=3)
     assert hits and hits.trace.steps[0]["query_terms"] == ["lothair", "mother"]
+
+
+def test_dense_matches_an_exact_cosine_ranking(db):
+    """Scores are cosine similarities of the stored chunk embeddings, and the HNSW
+    search (ef_search 200 by default) returns the exact top-k on the sample."""
+    import numpy as np
+
+    from pgrag.demo import sample_documents
+    from pgrag.text import chunk_search_text
+
+    kb = db.corpus("sample")
+    kb.ingest(sample_documents(), progress=False)
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT c.chunk_id, d.title, c.text FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
+            "WHERE c.corpus_id = %s", (kb.id,)).fetchall()
+    matrix = kb.embedder.encode([chunk_search_text(title, text) for _, title, text in rows])
+    for question in ["Who was the mother of Lothair II?", "Which film came out first?", "rapper born in Trinidad"]:
+        q = kb.embedder.encode([question])[0]
+        sims = matrix @ q
+        order = np.argsort(-sims, kind="stable")[:10]
+        hits = kb.retrieve(question, method="dense", k=10)
+        assert [h.provenance.chunk_id for h in hits] == [rows[i][0] for i in order]
+        for h, i in zip(hits, order):
+            assert h.score == pytest.approx(float(sims[i]), abs=1e-5)
