@@ -4,7 +4,6 @@ migrations and translates driver errors. Everything else takes a ``Database``.""
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     from .config import ChunkingSettings
     from .corpus import Corpus
 
-log = logging.getLogger(__name__)
-
 MIN_SERVER_VERSION = 170000  # pg_c_utf8 collation (token pipeline) needs PostgreSQL 17
 MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
 
@@ -34,7 +31,8 @@ MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
 def sqlalchemy_url(dsn: str) -> str:
     scheme, sep, rest = dsn.partition("://")
     if not sep:
-        raise exc.ConfigError(f"not a PostgreSQL URI: {dsn!r} (expected postgresql://...)")
+        # the DSN itself is not echoed: it may hold a password
+        raise exc.ConfigError("the DSN is not a PostgreSQL URI (expected postgresql://user:password@host:port/dbname)")
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         return "postgresql+psycopg://" + rest
     raise exc.ConfigError(f"unsupported DSN scheme {scheme!r}: use postgresql://")

@@ -113,3 +113,12 @@ def test_unreachable_dsn_is_a_clear_error(tmp_path):
         pgrag.connect(f"postgresql://nobody@/nodb?host={tmp_path}&connect_timeout=2")
     with pytest.raises(pgrag.ConfigError, match="not a PostgreSQL URI"):
         pgrag.connect("localhost:5432")
+
+
+def test_dsn_errors_do_not_echo_passwords():
+    with pytest.raises(pgrag.ConfigError) as info:
+        pgrag.connect("host=db password=hunter2")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(pgrag.ConnectionFailed) as info:
+        pgrag.connect("postgresql://me:hunter2@/nodb?host=/nonexistent&connect_timeout=2")
+    assert "hunter2" not in str(info.value) and "***" in str(info.value)
