@@ -113,8 +113,10 @@ def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) 
     """Documents whose content differs from what is indexed (or that are new)."""
     rows = db.fetchall("document_states", {
         "corpus_id": corpus.corpus_id, "ids": [d.external_id for d in documents]})
-    indexed = {ext: idx for ext, _, _, idx in rows}
-    return [d for d in documents if indexed.get(d.external_id) != content_hash(d.title, d.body)]
+    # unchanged = the stored content *and* its index are this content
+    current = {ext: (content, indexed) for ext, _, content, indexed in rows}
+    return [d for d in documents
+            if current.get(d.external_id) != (content_hash(d.title, d.body),) * 2]
 
 
 def _update_metadata(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> None:

@@ -222,3 +222,18 @@ def test_reingest_with_new_metadata_updates_it_without_reindexing(db, wiki_docs)
     with db.session() as session:
         doc = session.query(Document).filter_by(corpus_id=kb.id, external_id=wiki_docs[0]["id"]).one()
         assert doc.metadata_ == {"source": "wikipedia", "year": 2020}
+
+
+def test_reingesting_the_original_after_an_orm_edit_restores_it(db, wiki_docs):
+    kb = db.corpus("restore")
+    kb.ingest(wiki_docs[:2], progress=False)
+    with db.session() as session:
+        doc = session.query(Document).filter_by(corpus_id=kb.id, external_id="lothair").one()
+        doc.body = "Edited in the application, not yet indexed."
+        session.commit()
+    report = kb.ingest(wiki_docs[:2], progress=False)
+    assert report.replaced == 1 and report.unchanged == 1
+    fresh = db.corpus("restore-fresh")
+    fresh.ingest(wiki_docs[:2], progress=False)
+    assert statistics(db, kb.id) == statistics(db, fresh.id)
+    assert db.corpora()[0]["pending"] == 0
