@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from . import methods as method_registry
+from . import server as srv
 from .config import Settings
 from .exceptions import PgragError
 
@@ -39,6 +40,13 @@ def dsn_option(fn: F) -> F:
     return click.option(
         "--dsn", default=None, metavar="URI",
         help="PostgreSQL URI of an existing database (default: $PGRAG_DSN, else the embedded server).",
+    )(fn)
+
+
+def data_dir_option(fn: F) -> F:
+    return click.option(
+        "--data-dir", type=click.Path(path_type=Path), default=None,
+        help="Data directory of the embedded server (default: $PGRAG_DATA_DIR).",
     )(fn)
 
 
@@ -74,34 +82,28 @@ def server() -> None:
 
 
 @server.command("start")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+@data_dir_option
 def server_start(data_dir: Path | None) -> None:
     """Start the embedded server (it keeps running) and print its URI."""
-    from . import server as srv
-
     settings = _settings(None, data_dir)
     click.echo(srv.start(settings.data_dir))
 
 
 @server.command("stop")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+@data_dir_option
 def server_stop(data_dir: Path | None) -> None:
     """Stop the embedded server."""
-    from . import server as srv
-
     settings = _settings(None, data_dir)
     click.echo("stopped" if srv.stop(settings.data_dir) else "not running")
 
 
 @server.command("status")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+@data_dir_option
 def server_status(data_dir: Path | None) -> None:
     """Say whether the embedded server runs; print its URI on a line of its own.
 
     Open psql on it with:  "$(pgrag server status --psql)" "$(pgrag server status --uri)"
     """
-    from . import server as srv
-
     st = srv.status(_settings(None, data_dir).data_dir)
     click.echo(f"data directory: {st.data_dir}")
     click.echo(f"running: {'yes, pid ' + str(st.pid) if st.running else 'no'}")
@@ -113,7 +115,7 @@ def server_status(data_dir: Path | None) -> None:
 
 
 @server.command("psql", context_settings={"ignore_unknown_options": True})
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data directory (default: $PGRAG_DATA_DIR).")
+@data_dir_option
 @click.argument("psql_args", nargs=-1, type=click.UNPROCESSED)
 def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
     """Open psql (shipped with the embedded server) on it; extra arguments go to psql.
@@ -121,8 +123,6 @@ def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
         pgrag server psql -c "SELECT * FROM pgrag.bm25('2wiki', 'Who is the mother of Lothair II?', 5)"
     """
     import os
-
-    from . import server as srv
 
     settings = _settings(None, data_dir)
     uri = srv.start(settings.data_dir)
@@ -253,7 +253,7 @@ def demo(k: int, dsn: str | None) -> None:
             click.echo("")
             click.echo(click.style(f"Q: {a.question['question']}", bold=True))
             click.echo(f"   gold answer: {a.question['answer']}; gold documents: {', '.join(a.question['supporting_titles'])}")
-        click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {a.hits.trace.timings_ms and round(sum(a.hits.trace.timings_ms.values()), 1)} ms")
+        click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {sum(a.hits.trace.timings_ms.values()):.1f} ms")
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
 

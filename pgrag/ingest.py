@@ -113,10 +113,14 @@ def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) 
     """Documents whose content differs from what is indexed (or that are new)."""
     rows = db.fetchall("document_states", {
         "corpus_id": corpus.corpus_id, "ids": [d.external_id for d in documents]})
-    # unchanged = the stored content *and* its index are this content
     current = {ext: (content, indexed) for ext, _, content, indexed in rows}
     return [d for d in documents
-            if current.get(d.external_id) != (content_hash(d.title, d.body),) * 2]
+            if not _is_current(*current.get(d.external_id, (None, None)), content_hash(d.title, d.body))]
+
+
+def _is_current(stored_hash: str | None, indexed_hash: str | None, new_hash: str) -> bool:
+    """Unchanged: the stored content *and* its index are this content."""
+    return stored_hash == new_hash and indexed_hash == new_hash
 
 
 def _update_metadata(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> None:
@@ -170,7 +174,7 @@ def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: 
             state = states.get(p.doc.external_id)
             if state is None:
                 new.append(p)
-            elif state[2] == h and state[1] == h:
+            elif _is_current(state[1], state[2], h):
                 report.unchanged += 1  # indexed meanwhile by a concurrent ingest
                 continue
             else:
