@@ -22,7 +22,7 @@ test: install
 	$(BIN)/pytest
 
 bench: install
-	$(BIN)/pgrag bench ingest --corpus-file ../shared/bench/2wiki/corpus.json --out bench-ingest.json
+	$(BIN)/python scripts/benchmarks.py --run
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -7,11 +7,18 @@ the figures to compare are ratios measured within the same run.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from . import methods
 from .db import Database
+from .metrics import percentile
 from .sources import load_path
 
 
@@ -44,5 +51,52 @@ def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = Non
         if report.embedding_seconds else None,
         "docs_per_second": round(report.added / report.total_seconds, 2) if report.total_seconds else None,
         "embedding_model": kb.info.embedding_model,
-        "machine": {"python": platform.python_version(), "processor": platform.machine()},
+        "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                    "cpus": os.cpu_count()},
+    }
+
+
+def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, method_names: Sequence[str], *,
+                    k: int = 10, warmup: int = 5, limit: int | None = None,
+                    progress: bool = True) -> dict[str, Any]:
+    """Query latency per method over a question set, after ``warmup`` untimed
+    questions per method. Methods take turns on each question, so a noisy moment
+    on a shared machine hits all of them alike; each p50 is also given as a ratio
+    to dense's p50 from the same run (dense is always measured, as the yardstick)."""
+    from .evaluate import load_questions, prepare_corpus
+
+    names = list(dict.fromkeys(["dense", *method_names]))
+    for name in names:
+        methods.get(name)
+    kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
+    questions = load_questions(questions_file)[:limit] if limit else load_questions(questions_file)
+    for name in names:
+        for q in questions[:warmup]:
+            kb.retrieve(q.question, method=name, k=k)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for q in tqdm(questions, desc="bench queries", unit="q", disable=not progress):
+        for name in names:
+            t0 = time.perf_counter()
+            kb.retrieve(q.question, method=name, k=k)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    dense_p50 = percentile(times["dense"], 50)
+    return {
+        "corpus_file": str(corpus_file),
+        "corpus": corpus.name,
+        "documents": corpus.documents,
+        "chunks": corpus.chunks,
+        "questions": len(questions),
+        "k": k,
+        "warmup": warmup,
+        "methods": {
+            name: {
+                "latency_ms_p50": round(percentile(ts, 50), 2),
+                "latency_ms_p95": round(percentile(ts, 95), 2),
+                "p50_to_dense": round(percentile(ts, 50) / dense_p50, 3) if dense_p50 else None,
+            }
+            for name, ts in times.items()
+        },
+        "embedding_model": corpus.embedding_model,
+        "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                    "cpus": os.cpu_count()},
     }

@@ -269,6 +269,75 @@ def render_hit(hit: Any, indent: str = "") -> str:
             f"chars {p.char_start}-{p.char_end}, {sentences}")
 
 
+# -- evaluation --------------------------------------------------------------
+
+def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not ks or min(ks) < 1:
+        raise click.BadParameter("give at least one k, each at least 1")
+    return ks
+
+
+def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in method_registry.names()]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown method(s) {', '.join(unknown) or '(none given)'}; available: {', '.join(method_registry.names())}")
+    return list(dict.fromkeys(names))
+
+
+@main.command("eval")
+@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help='JSON list of {"title","text"} or {"id","title","text"} (or JSONL).')
+@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help="JSONL: id, question, answer, supporting_titles[, answer_aliases].")
+@click.option("--methods", "method_names", default=",".join(method_registry.names()), show_default=True,
+              callback=_method_list, help="Comma-separated methods to compare.")
+@click.option("--k", "ks", default="2,5", show_default=True, callback=_int_list,
+              help="Comma-separated k for Recall@k (distinct documents).")
+@click.option("--depth", type=click.IntRange(min=1), default=None,
+              help="Chunks each method returns per question (default 4 x the largest k).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write report.json here.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the Markdown table here.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a Recall@k bar chart (PNG) here.")
+@click.option("--progress/--no-progress", default=True, help="Show progress bars.")
+@dsn_option
+def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
+                 depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
+                 plot: Path | None, progress: bool, dsn: str | None) -> None:
+    """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
+
+    The corpus is indexed once, under a name derived from the file's content, and
+    reused by later runs. Example:
+
+        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid --out report.json --markdown report.md --plot report.png
+    """
+    from . import evaluate
+    from .report import markdown_report, plot_recall
+
+    questions = evaluate.load_questions(questions_file)
+    questions = questions[:limit] if limit else questions
+    database = _connect(dsn)
+    kb, corpus = evaluate.prepare_corpus(database, corpus_file, progress=progress)
+    report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, progress=progress)
+    data = report.to_json()
+    text = markdown_report(data)
+    click.echo(text)
+    if out:
+        out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if markdown:
+        markdown.write_text(text, encoding="utf-8")
+    if plot:
+        plot_recall(data, plot)
+
+
 # -- benchmarks --------------------------------------------------------------
 
 @main.group(cls=PgragGroup)
@@ -287,6 +356,32 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
     from .bench import ingest_benchmark
 
     result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size)
+    text = json.dumps(result, indent=2)
+    click.echo(text)
+    if out:
+        out.write_text(text + "\n")
+
+
+@bench.command("queries")
+@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="JSON/JSONL corpus (indexed once, as for pgrag eval).")
+@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help="JSONL questions.")
+@click.option("--methods", "method_names", default=",".join(method_registry.names()), show_default=True,
+              callback=_method_list, help="Comma-separated methods (dense is always included).")
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Untimed questions per method first.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
+@dsn_option
+def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[str], k: int, warmup: int,
+                  limit: int | None, out: Path | None, dsn: str | None) -> None:
+    """Query latency p50/p95 per method, and each p50 as a ratio to dense's."""
+    from .bench import query_benchmark
+
+    result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
+                             k=k, warmup=warmup, limit=limit)
     text = json.dumps(result, indent=2)
     click.echo(text)
     if out:

@@ -43,20 +43,25 @@ class Hit:
 
 @dataclass(kw_only=True)
 class Trace:
-    """How a retrieval ran: the method's steps, in order, and their timings."""
+    """How a retrieval ran: the method's steps, in order, their timings and the
+    LLM tokens they spent (zero for methods that call no LLM)."""
 
     method: str
     query: str
     steps: list[dict[str, Any]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     def step(self, name: str, **data: Any) -> None:
         self.steps.append({"step": name, **data})
 
 
 class Hits(list[Hit]):
-    """A ranked list of hits that also carries the retrieval's trace."""
+    """A ranked list of hits that also carries the retrieval's trace and, for
+    methods that generate one (with an LLM), the answer."""
 
-    def __init__(self, hits: list[Hit], trace: Trace) -> None:
+    def __init__(self, hits: list[Hit], trace: Trace, answer: str | None = None) -> None:
         super().__init__(hits)
         self.trace = trace
+        self.answer = answer

@@ -32,3 +32,19 @@ def test_readme_opens_with_make_demo_and_make_test():
     head = README.read_text().splitlines()[:8]
     assert any(line.startswith("make demo") for line in head)
     assert any(line.startswith("make test") for line in head)
+
+
+def test_benchmarks_doc_is_generated_not_edited():
+    """docs/BENCHMARKS.md is exactly what scripts/benchmarks.py renders from the
+    saved measurements (docs/benchmarks/*.json)."""
+    import importlib.util
+
+    root = README.parent
+    spec = importlib.util.spec_from_file_location("benchmarks_script", root / "scripts" / "benchmarks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (root / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8") == module.render() + "\n"
+    for line in module.COMMANDS.values():
+        path = " ".join(line.split()[:3]) if line.split()[1] == "bench" else " ".join(line.split()[:2])
+        assert path in [p for p, _ in commands(main)], f"{line} is not a pgrag command"

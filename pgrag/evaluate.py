@@ -1,0 +1,241 @@
+"""Side-by-side evaluation (``pgrag eval``): every method on one corpus, one
+embedding model and one question set, with Recall@k, EM/F1, latency and tokens.
+
+The corpus is stored under a name derived from its file's content hash, so a
+second run over the same file reuses the index instead of re-embedding it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from psycopg.types.json import Jsonb
+from tqdm import tqdm
+
+from . import methods as method_registry
+from .exceptions import InputError
+from .metrics import distinct_documents, exact_match, f1_score, percentile, recall_at_k
+from .queries import query
+from .sources import load_path
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
+    from .db import Database
+
+DEFAULT_KS = (2, 5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    """One evaluation question (the format of ../shared/bench/2wiki/questions.jsonl)."""
+
+    id: str
+    question: str
+    answer: str
+    supporting_titles: tuple[str, ...]
+    answer_aliases: tuple[str, ...] = ()
+    type: str | None = None
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        return (self.answer, *self.answer_aliases)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalCorpus:
+    """The corpus an evaluation ran on and what indexing it cost."""
+
+    file: str
+    name: str
+    documents: int
+    chunks: int
+    index_seconds: float
+    reused: bool
+    embedding_model: str
+
+
+@dataclass(kw_only=True)
+class MethodResult:
+    """Per-method aggregates; recall/EM/F1 in percent."""
+
+    recall: dict[int, float]
+    em: float | None
+    f1: float | None
+    latency_ms_p50: float
+    latency_ms_p95: float
+    llm_prompt_tokens: int
+    llm_completion_tokens: int
+
+
+@dataclass(kw_only=True)
+class Report:
+    corpus: EvalCorpus
+    questions: int
+    ks: tuple[int, ...]
+    depth: int
+    methods: dict[str, MethodResult] = field(default_factory=dict)
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready data; the documented keys stay stable."""
+        return {
+            "corpus": asdict(self.corpus),
+            "questions": self.questions,
+            "ks": list(self.ks),
+            "depth": self.depth,
+            "methods": {name: _method_json(r) for name, r in self.methods.items()},
+            "per_question": self.per_question,
+        }
+
+
+def _method_json(r: MethodResult) -> dict[str, Any]:
+    out: dict[str, Any] = {f"recall@{k}": round(v, 2) for k, v in r.recall.items()}
+    out.update(
+        em=None if r.em is None else round(r.em, 2),
+        f1=None if r.f1 is None else round(r.f1, 2),
+        latency_ms_p50=round(r.latency_ms_p50, 2),
+        latency_ms_p95=round(r.latency_ms_p95, 2),
+        llm_prompt_tokens=r.llm_prompt_tokens,
+        llm_completion_tokens=r.llm_completion_tokens,
+    )
+    return out
+
+
+# -- inputs ------------------------------------------------------------------
+
+def load_questions(path: Path) -> list[Question]:
+    """Read a JSONL question file; ``InputError`` names the bad line."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read questions ({exc.strerror or exc})") from exc
+    out: list[Question] = []
+    seen: set[str] = set()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
+        q = _question(raw, where)
+        if q.id in seen:
+            raise InputError(f"{where}: duplicate question id {q.id!r}")
+        seen.add(q.id)
+        out.append(q)
+    if not out:
+        raise InputError(f"{path}: no questions")
+    return out
+
+
+def _question(raw: Any, where: str) -> Question:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    for key in ("id", "question", "answer"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise InputError(f"{where}: '{key}' must be a non-empty string")
+    gold = raw.get("supporting_titles")
+    if not isinstance(gold, list) or not gold or not all(isinstance(t, str) for t in gold):
+        raise InputError(f"{where}: 'supporting_titles' must be a non-empty list of titles")
+    aliases = raw.get("answer_aliases") or []
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise InputError(f"{where}: 'answer_aliases' must be a list of strings")
+    return Question(id=raw["id"], question=raw["question"], answer=raw["answer"],
+                    supporting_titles=tuple(gold), answer_aliases=tuple(aliases), type=raw.get("type"))
+
+
+def corpus_name_for(corpus_file: Path) -> str:
+    """``eval-<first 16 hex digits of the file's SHA-256>``: same content, same corpus."""
+    return "eval-" + hashlib.sha256(Path(corpus_file).read_bytes()).hexdigest()[:16]
+
+
+def prepare_corpus(db: "Database", corpus_file: Path, *, progress: bool = True) -> tuple["Corpus", EvalCorpus]:
+    """Ingest ``corpus_file`` into its content-named corpus, or reuse it.
+
+    Re-ingesting is cheap when nothing changed (documents are skipped by content
+    hash before any model runs); an interrupted first run is completed."""
+    docs = load_path(corpus_file)
+    kb = db.corpus(corpus_name_for(corpus_file))
+    report = kb.ingest(docs, progress=progress)
+    built = report.added + report.replaced
+    settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
+    index_seconds = float(settings.get("index_seconds", 0.0))
+    if built:
+        # Accumulates across interrupted runs, so it is the whole index's cost.
+        index_seconds += report.total_seconds
+        with db.transaction() as conn:
+            conn.execute(query("merge_corpus_settings"), {
+                "corpus_id": kb.id, "patch": Jsonb({"index_seconds": index_seconds, "source": str(corpus_file)})})
+    stats = next(c for c in db.corpora() if c["name"] == kb.name)
+    return kb, EvalCorpus(file=str(corpus_file), name=kb.name, documents=stats["documents"],
+                          chunks=stats["chunks"], index_seconds=round(index_seconds, 3),
+                          reused=built == 0, embedding_model=kb.info.embedding_model)
+
+
+# -- the run -----------------------------------------------------------------
+
+def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], method_names: Sequence[str],
+             *, ks: Sequence[int] = DEFAULT_KS, depth: int | None = None, progress: bool = True) -> Report:
+    """Run every method on every question and aggregate.
+
+    Each method returns ``depth`` chunks (default 4 × the largest k); Recall@k
+    counts the first k distinct documents among them. Latency is the wall time of
+    ``kb.retrieve`` after one untimed warm-up query per method."""
+    ks = tuple(sorted(set(ks)))
+    if not ks or ks[0] < 1:
+        raise InputError("k values must be positive integers")
+    for name in method_names:
+        method_registry.get(name)
+    depth = depth or 4 * ks[-1]
+    report = Report(corpus=corpus, questions=len(questions), ks=ks, depth=depth)
+    for name in method_names:
+        rows = _run_method(kb, name, questions, ks, depth, progress)
+        report.per_question.extend(rows)
+        report.methods[name] = _aggregate(rows, ks)
+    return report
+
+
+def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tuple[int, ...],
+                depth: int, progress: bool) -> list[dict[str, Any]]:
+    kb.retrieve(questions[0].question, method=name, k=depth)  # warm-up: models, caches
+    rows = []
+    for q in tqdm(questions, desc=f"eval {name}", unit="q", disable=not progress):
+        t0 = time.perf_counter()
+        hits = kb.retrieve(q.question, method=name, k=depth)
+        latency_ms = (time.perf_counter() - t0) * 1000
+        docs = distinct_documents(h.title for h in hits)
+        row: dict[str, Any] = {
+            "method": name, "id": q.id, "type": q.type, "question": q.question,
+            "gold": list(q.supporting_titles), "retrieved": docs[: ks[-1]],
+        }
+        row.update({f"recall@{k}": recall_at_k(docs, q.supporting_titles, k) * 100 for k in ks})
+        row.update(
+            answer=hits.answer,
+            em=None if hits.answer is None else exact_match(hits.answer, q.answers) * 100,
+            f1=None if hits.answer is None else f1_score(hits.answer, q.answers) * 100,
+            latency_ms=round(latency_ms, 2),
+            prompt_tokens=hits.trace.prompt_tokens, completion_tokens=hits.trace.completion_tokens)
+        rows.append(row)
+    return rows
+
+
+def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodResult:
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in rows if r[key] is not None]
+        return sum(values) / len(values) if values else None
+
+    latencies = [r["latency_ms"] for r in rows]
+    return MethodResult(
+        recall={k: mean(f"recall@{k}") or 0.0 for k in ks},
+        em=mean("em"), f1=mean("f1"),
+        latency_ms_p50=percentile(latencies, 50), latency_ms_p95=percentile(latencies, 95),
+        llm_prompt_tokens=sum(r["prompt_tokens"] for r in rows),
+        llm_completion_tokens=sum(r["completion_tokens"] for r in rows),
+    )

@@ -1,0 +1,75 @@
+"""Evaluation metrics: document-level Recall@k and SQuAD-style EM / F1.
+
+Recall@k follows ../shared/bench/README.md: the gold titles found among the
+titles of the first k *distinct* documents a method returned, over the number
+of gold titles. EM and F1 use the SQuAD v1.1 answer normalisation (lowercase,
+drop punctuation, drop the articles a/an/the, collapse whitespace) and take the
+best score over the answer and its aliases.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lowercase, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, golds: Iterable[str]) -> float:
+    """1.0 when the normalised prediction equals any normalised gold answer."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in golds))
+
+
+def f1_score(prediction: str, golds: Iterable[str]) -> float:
+    """Best token-overlap F1 of the prediction against any gold answer."""
+    return max((_f1(prediction, g) for g in golds), default=0.0)
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def distinct_documents(titles: Iterable[str]) -> list[str]:
+    """Titles in first-seen order without repeats (several chunks of one document
+    count as one retrieved document)."""
+    return list(dict.fromkeys(titles))
+
+
+def recall_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Share of the gold documents among the first ``k`` distinct retrieved ones
+    (a fraction in [0, 1]; fewer than ``k`` results simply count what is there)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("a question needs at least one gold document")
+    top = set(distinct_documents(retrieved)[:k])
+    return len(top & gold_set) / len(gold_set)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) with linear interpolation, like numpy's default."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

@@ -1,0 +1,74 @@
+"""Rendering of evaluation reports: a Markdown table and a Recall@k bar chart.
+
+Both work from the JSON form of a report, so saved reports can be re-rendered
+without re-running anything (scripts/benchmarks.py does that for the docs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def recall_keys(report: dict[str, Any]) -> list[str]:
+    return [f"recall@{k}" for k in report.get("ks", (2, 5))]
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """Methods as rows: Recall@k, EM, F1, latency p50/p95, LLM tokens per question."""
+    keys = recall_keys(report)
+    n = max(report["questions"], 1)
+    header = ["method", *(k.replace("recall@", "R@") for k in keys), "EM", "F1",
+              "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, m in report["methods"].items():
+        cells = [name, *(_fmt(m[k]) for k in keys), _fmt(m["em"]), _fmt(m["f1"]),
+                 _fmt(m["latency_ms_p50"]), _fmt(m["latency_ms_p95"]),
+                 _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    c = report["corpus"]
+    return (
+        f"Corpus `{c['file']}` ({c['documents']} documents, {c['chunks']} chunks, "
+        f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s); "
+        f"{report['questions']} questions; each method returned {report['depth']} chunks, "
+        f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent.\n\n"
+        + markdown_table(report) + "\n"
+    )
+
+
+def plot_recall(report: dict[str, Any], path: Path) -> None:
+    """A grouped bar chart of Recall@k per method, written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers
+    import matplotlib.pyplot as plt
+
+    keys = recall_keys(report)
+    names = list(report["methods"])
+    width = 0.8 / max(len(keys), 1)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(names) + 2), 3.6), dpi=120)
+    for i, key in enumerate(keys):
+        xs = [j + (i - (len(keys) - 1) / 2) * width for j in range(len(names))]
+        values = [report["methods"][n][key] for n in names]
+        bars = ax.bar(xs, values, width, label=key.replace("recall@", "Recall@"))
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("percent")
+    ax.set_title(f"{report['questions']} questions, {report['corpus']['documents']} documents", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

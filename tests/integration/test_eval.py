@@ -1,0 +1,133 @@
+"""pgrag eval on the bundled sample: corpus reuse, report contents, the hybrid
+baseline's fusion, and the CLI's JSON / Markdown / PNG outputs."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pgrag import evaluate
+from pgrag.cli import main
+from pgrag.metrics import recall_at_k
+
+DATA = Path(str(resources.files("pgrag") / "data"))
+CORPUS = DATA / "sample_corpus.json"
+QUESTIONS = DATA / "sample_questions.jsonl"
+
+
+def test_corpus_is_indexed_once_and_reused(db):
+    kb, first = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    assert not first.reused and first.documents == 40 and first.chunks >= 40
+    assert first.index_seconds > 0
+    chunk_ids = db.fetchall("document_ids", {"corpus_id": kb.id, "ids": ["Lothair II"]})
+    kb2, second = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    assert second.reused and kb2.name == kb.name == evaluate.corpus_name_for(CORPUS)
+    # The index cost reported is the first build's, not the (near-zero) reuse.
+    assert second.index_seconds == first.index_seconds
+    assert (second.documents, second.chunks) == (first.documents, first.chunks)
+    assert db.fetchall("document_ids", {"corpus_id": kb.id, "ids": ["Lothair II"]}) == chunk_ids
+
+
+def test_report_aggregates_per_question_rows(db):
+    kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    questions = evaluate.load_questions(QUESTIONS)
+    report = evaluate.evaluate(kb, corpus, questions, ["dense", "bm25", "hybrid"], ks=(2, 5), progress=False)
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["questions"] == len(questions) == 5
+    assert data["corpus"]["documents"] == 40 and data["corpus"]["file"] == str(CORPUS)
+    assert set(data["methods"]) == {"dense", "bm25", "hybrid"}
+    for name, m in data["methods"].items():
+        assert set(m) >= {"recall@2", "recall@5", "em", "f1", "latency_ms_p50", "latency_ms_p95",
+                          "llm_prompt_tokens", "llm_completion_tokens"}
+        rows = [r for r in data["per_question"] if r["method"] == name]
+        assert len(rows) == 5
+        for r in rows:
+            # recall recomputed from the retrieved documents the row records
+            assert r["recall@5"] == pytest.approx(100 * recall_at_k(r["retrieved"], r["gold"], 5))
+            assert len(r["retrieved"]) == len(set(r["retrieved"])) <= 5
+        assert m["recall@5"] == pytest.approx(sum(r["recall@5"] for r in rows) / 5, abs=0.01)
+        assert m["recall@2"] <= m["recall@5"]
+        assert 0 < m["latency_ms_p50"] <= m["latency_ms_p95"]
+        # retrieval-only methods produce no answer and spend no tokens
+        assert m["em"] is None and m["f1"] is None and m["llm_prompt_tokens"] == 0
+    # The sample's gold passages are in the corpus: BM25 finds most of them.
+    assert data["methods"]["bm25"]["recall@5"] >= 60
+
+
+def test_unknown_method_is_refused_before_any_work(db):
+    kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    from pgrag.exceptions import UnknownMethod
+
+    with pytest.raises(UnknownMethod, match="available: dense"):
+        evaluate.evaluate(kb, corpus, evaluate.load_questions(QUESTIONS), ["dense", "nope"], progress=False)
+
+
+def test_hybrid_is_reciprocal_rank_fusion_of_bm25_and_dense(db):
+    kb, _ = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    question = "When did Lothair II's mother die?"
+    depth = 100
+    bm25 = kb.retrieve(question, method="bm25", k=depth)
+    dense = kb.retrieve(question, method="dense", k=depth)
+    fused: dict[int, float] = {}
+    for hits in (bm25, dense):
+        for hit in hits:
+            fused[hit.provenance.chunk_id] = fused.get(hit.provenance.chunk_id, 0.0) + 1 / (60 + hit.rank)
+    expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:7]
+    hybrid = kb.retrieve(question, method="hybrid", k=7)
+    assert [h.provenance.chunk_id for h in hybrid] == [c for c, _ in expected]
+    assert [h.score for h in hybrid] == pytest.approx([s for _, s in expected])
+    assert hybrid.trace.steps[0]["rrf_k"] == 60
+
+
+def test_hybrid_from_sql(db):
+    kb, _ = evaluate.prepare_corpus(db, CORPUS, progress=False)
+    vector = kb.embedder.encode(["Lothair II mother"])[0]
+    with db.transaction() as conn:
+        rows = conn.execute("SELECT rank, title FROM pgrag.hybrid(%s, %s, %s, 3)",
+                            (kb.name, "Lothair II mother", vector)).fetchall()
+    assert [r[0] for r in rows] == [1, 2, 3]
+    assert "Lothair II" in [r[1] for r in rows]
+
+
+def test_cli_eval_writes_json_markdown_and_png(database_uri, tmp_path):
+    out, md, png = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.png"
+    args = ["eval", "--corpus-file", str(CORPUS), "--questions", str(QUESTIONS), "--methods", "dense,bm25,hybrid",
+            "--limit", "3", "--out", str(out), "--markdown", str(md), "--plot", str(png),
+            "--no-progress", "--dsn", database_uri]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["questions"] == 3 and list(data["methods"]) == ["dense", "bm25", "hybrid"]
+    table = md.read_text()
+    assert "| method | R@2 | R@5 | EM | F1 |" in table
+    assert all(f"| {name} |" in table for name in ("dense", "bm25", "hybrid"))
+    assert f"| bm25 | {data['methods']['bm25']['recall@2']:.1f} |" in table
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| dense |" in result.output
+
+
+def test_cli_eval_rejects_bad_options(database_uri):
+    base = ["eval", "--corpus-file", str(CORPUS), "--questions", str(QUESTIONS), "--dsn", database_uri]
+    result = CliRunner().invoke(main, [*base, "--methods", "dense,magic"])
+    assert result.exit_code == 2 and "unknown method(s) magic" in result.output
+    result = CliRunner().invoke(main, [*base, "--k", "2,x"])
+    assert result.exit_code == 2 and "comma-separated integers" in result.output
+
+
+def test_cli_bench_queries_reports_ratios_to_dense(database_uri, tmp_path):
+    out = tmp_path / "b.json"
+    result = CliRunner().invoke(main, [
+        "bench", "queries", "--corpus-file", str(CORPUS), "--questions", str(QUESTIONS),
+        "--methods", "bm25,hybrid", "--warmup", "1", "--out", str(out), "--dsn", database_uri],
+        catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert list(data["methods"]) == ["dense", "bm25", "hybrid"]  # dense added as the yardstick
+    assert data["methods"]["dense"]["p50_to_dense"] == 1.0
+    for m in data["methods"].values():
+        assert 0 < m["latency_ms_p50"] <= m["latency_ms_p95"]
+        assert m["p50_to_dense"] > 0

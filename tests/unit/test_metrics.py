@@ -1,0 +1,83 @@
+"""The evaluation metrics against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pgrag.metrics import (distinct_documents, exact_match, f1_score, normalize_answer, percentile,
+                           recall_at_k)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("The Eiffel Tower", "eiffel tower"),
+    ("  an   apple, a PEAR!  ", "apple pear"),
+    ("20 March 851.", "20 march 851"),
+    ("Theatre", "theatre"),          # 'the' only as a whole word
+    ("anthem of a nation", "anthem of nation"),
+    ("U.S.A.", "usa"),
+    ("", ""),
+])
+def test_normalisation(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+def test_exact_match_uses_normalisation_and_aliases():
+    assert exact_match("the Port of Spain.", ["Port of Spain"]) == 1.0
+    assert exact_match("Port Spain", ["Port of Spain"]) == 0.0
+    assert exact_match("NYC", ["New York City", "NYC"]) == 1.0
+    assert exact_match("anything", []) == 0.0
+
+
+def test_f1_hand_computed():
+    # prediction tokens: port, spain (articles/punctuation gone); gold: port, of, spain
+    # common 2 -> precision 2/2, recall 2/3 -> F1 = 2*1*(2/3)/(1+2/3) = 0.8
+    assert f1_score("Port, Spain", ["Port of Spain"]) == pytest.approx(0.8)
+    # repeated tokens count with multiplicity: pred "a b b" vs gold "b c": common 1 -> P 1/3, R 1/2
+    assert f1_score("x y y", ["y z"]) == pytest.approx(2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
+    assert f1_score("nothing shared", ["other words"]) == 0.0
+    # best over aliases
+    assert f1_score("Big Apple", ["New York City", "the Big Apple"]) == 1.0
+    # an answer that normalises to nothing only matches a gold that does too
+    assert f1_score("the", ["a"]) == 1.0
+    assert f1_score("the", ["Paris"]) == 0.0
+
+
+def test_recall_counts_distinct_documents():
+    # Three chunks of document A before B: at k=2 the distinct documents are A and B.
+    retrieved = ["A", "A", "A", "B", "C"]
+    assert distinct_documents(retrieved) == ["A", "B", "C"]
+    assert recall_at_k(retrieved, ["B", "C"], 2) == 0.5
+    assert recall_at_k(retrieved, ["B", "C"], 3) == 1.0
+    assert recall_at_k(retrieved, ["A", "B", "C", "D"], 2) == 0.5
+
+
+def test_recall_with_k_larger_than_results():
+    assert recall_at_k(["A"], ["A", "B"], 5) == 0.5
+    assert recall_at_k([], ["A"], 5) == 0.0
+
+
+def test_recall_rejects_nonsense():
+    with pytest.raises(ValueError):
+        recall_at_k(["A"], ["A"], 0)
+    with pytest.raises(ValueError):
+        recall_at_k(["A"], [], 2)
+
+
+@given(st.lists(st.sampled_from("ABCDEFG")), st.sets(st.sampled_from("ABCDEFG"), min_size=1),
+       st.integers(1, 8))
+def test_recall_is_a_fraction_monotone_in_k(retrieved, gold, k):
+    r = recall_at_k(retrieved, gold, k)
+    assert 0.0 <= r <= 1.0
+    assert recall_at_k(retrieved, gold, k + 1) >= r
+
+
+def test_percentile_interpolates_like_numpy():
+    values = [10.0, 20.0, 30.0, 40.0]
+    assert percentile(values, 50) == 25.0
+    assert percentile(values, 95) == pytest.approx(38.5)
+    assert percentile([7.0], 95) == 7.0
+    assert math.isnan(percentile([], 50))
