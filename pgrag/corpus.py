@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -88,14 +89,20 @@ class Corpus:
 
     # -- reading -----------------------------------------------------------
 
-    def retrieve(self, question: str, *, method: str = "dense", k: int = 5) -> Hits:
-        """Top-``k`` chunks for ``question`` with provenance; ``.trace`` says how."""
+    def retrieve(self, question: str, *, method: str = "dense", k: int = 5, **options: Any) -> Hits:
+        """Top-``k`` chunks for ``question`` with provenance; ``.trace`` says how.
+
+        ``options`` override a method's settings, e.g. ``kb.retrieve(q,
+        method="tigrag", gamma=100, hops=3)`` (see ``pgrag.methods.tigrag.TigragSettings``)."""
         if not isinstance(question, str):
             raise PgragError("question must be a string")
         if k < 1:
             raise PgragError("k must be at least 1")
         # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
-        return methods.get(method)(self, question.replace("\x00", " "), k)
+        fn = methods.get(method)
+        if options and not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+            raise PgragError(f"method {method!r} takes no options (got {', '.join(options)})")
+        return fn(self, question.replace("\x00", " "), k, **options)
 
     def tokenize(self, text: str) -> list[str]:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""

@@ -17,6 +17,14 @@ SELECT pg_advisory_xact_lock(%(key)s);
 SELECT corpus_id, name, embedding_model, embedding_dim, chunk_sentences, chunk_overlap, edge_window
 FROM pgrag.corpus WHERE name = %(name)s;
 
+-- name: corpus_settings
+-- A corpus's free-form settings (what was built, when, how long it took).
+SELECT settings FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
+
+-- name: merge_corpus_settings
+-- Merge keys into a corpus's settings.
+UPDATE pgrag.corpus SET settings = settings || %(patch)s WHERE corpus_id = %(corpus_id)s;
+
 -- name: create_corpus
 -- Create a corpus and its graph version row (no-op if the corpus exists).
 WITH ins AS (
@@ -116,6 +124,10 @@ SELECT * FROM pgrag.bm25(%(corpus)s, %(query)s, %(k)s);
 -- Cosine top-k chunks with provenance.
 SELECT * FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s);
 
+-- name: hybrid
+-- BM25 + dense fused by reciprocal rank fusion, top-k chunks with provenance.
+SELECT * FROM pgrag.hybrid(%(corpus)s, %(query)s, %(embedding)s, %(k)s, %(depth)s, %(rrf_k)s);
+
 -- name: tokenize
 -- The token pipeline (the one definition, in SQL).
 SELECT pgrag.tokenize(%(text)s);
@@ -139,3 +151,46 @@ UPDATE pgrag.document d SET metadata = x.metadata, updated_at = now()
 FROM unnest(%(ids)s::text[], %(metadata)s::jsonb[]) AS x(external_id, metadata)
 WHERE d.corpus_id = %(corpus_id)s AND d.external_id = x.external_id
   AND d.metadata IS DISTINCT FROM x.metadata;
+
+-- name: graph_tokens
+-- Every token of a corpus (the graph's nodes), by id.
+SELECT token_id, term FROM pgrag.token WHERE corpus_id = %(corpus_id)s ORDER BY token_id;
+
+-- name: graph_edges_copy
+-- Every co-occurrence edge, as a binary COPY (parsed with numpy).
+COPY (SELECT token_a, token_b, weight FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s)
+TO STDOUT (FORMAT binary);
+
+-- name: tigrag_pool
+-- TIGRAG graph-weighted scoring and cumulative-mass pool (one hop).
+SELECT chunk_id, rho, candidates
+FROM pgrag.tigrag_pool(%(corpus_id)s, %(tokens)s, %(weights)s, %(query_tokens)s,
+                       %(threshold)s, %(bm25)s, %(max_pool)s);
+
+-- name: chunk_cosines
+-- Best cosine of each chunk to a set of query embeddings.
+SELECT chunk_id, cosine, best FROM pgrag.chunk_cosines(%(corpus_id)s, %(chunk_ids)s, %(embeddings)s);
+
+-- name: chunk_entities
+-- Named entities stored at ingest for some chunks, in text order.
+SELECT chunk_id, entity, label FROM pgrag.chunk_entity
+WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s)
+ORDER BY chunk_id, char_start, char_end;
+
+-- name: chunk_texts
+-- Title and text of some chunks (for running NER when none is stored).
+SELECT c.chunk_id, d.title, c.text
+FROM pgrag.chunk c JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s);
+
+-- name: hits
+-- Hits with provenance for given chunks and scores, in the given order.
+SELECT * FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s);
+
+-- name: ppr
+-- Personalized PageRank over the token graph, in SQL.
+SELECT term, score FROM pgrag.ppr(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
+
+-- name: tigrag
+-- Single-hop TIGRAG in SQL.
+SELECT * FROM pgrag.tigrag(%(corpus)s, %(query)s, %(embedding)s, %(k)s);

@@ -11,13 +11,15 @@ if TYPE_CHECKING:
     from ..corpus import Corpus
     from ..results import Hits
 
-Method = Callable[["Corpus", str, int], "Hits"]
+Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
 
 
 def registry() -> dict[str, Method]:
-    from . import bm25, dense
+    from . import bm25, dense, hybrid, tigrag
 
-    return {"dense": dense.retrieve, "bm25": bm25.retrieve}
+    methods: dict[str, Method] = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
+    methods.update({name: tigrag.retriever(name) for name in tigrag.PRESETS})
+    return methods
 
 
 def names() -> list[str]:

@@ -1,0 +1,169 @@
+"""The token co-occurrence graph as a scipy sparse matrix, and Personalized PageRank.
+
+The graph lives in ``pgrag.token_edge``; queries need it as a matrix. Loading it
+is the expensive part (a binary COPY of every edge), so the matrix is cached per
+database and corpus in this process and tagged with the corpus's graph version:
+any ingest or delete bumps the version, and the next query rebuilds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .queries import query
+
+if TYPE_CHECKING:
+    from .db import Database
+
+# Binary COPY of (bigint, bigint, bigint) rows: a 16-bit field count, then for
+# each field a 32-bit length and an 8-byte big-endian value.
+_EDGE_ROW = np.dtype([("n", ">i2"), ("la", ">i4"), ("a", ">i8"), ("lb", ">i4"), ("b", ">i8"),
+                      ("lw", ">i4"), ("w", ">i8")])
+_COPY_HEADER = 19  # signature (11) + flags (4) + header extension length (4)
+
+
+@dataclass(frozen=True)
+class TokenGraph:
+    """One corpus's token graph at one graph version.
+
+    ``transition`` is column-stochastic over nodes with edges: entry (i, j) is
+    w_ij / deg(j), so ``transition @ r`` moves rank mass along edges in
+    proportion to their weights. Isolated tokens have an all-zero column
+    (``dangling``)."""
+
+    version: int
+    token_ids: np.ndarray           # node index -> pgrag.token.token_id
+    terms: tuple[str, ...]          # node index -> term
+    index: dict[str, int]           # term -> node index
+    transition: sp.csr_matrix
+    degree: np.ndarray              # weighted degree per node
+    dangling: np.ndarray            # bool per node
+
+    @property
+    def nodes(self) -> int:
+        return len(self.terms)
+
+    @property
+    def edges(self) -> int:
+        return self.transition.nnz // 2
+
+
+def _parse_edges(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    body = memoryview(data)[_COPY_HEADER:len(data) - 2]  # trailer: int16 -1
+    rows = np.frombuffer(body, dtype=_EDGE_ROW)
+    return rows["a"].astype(np.int64), rows["b"].astype(np.int64), rows["w"].astype(np.float64)
+
+
+def _version(conn: Any, corpus_id: int) -> int:
+    row = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
+    return int(row[0]) if row else 0
+
+
+def load_graph(db: "Database", corpus_id: int) -> TokenGraph:
+    """Read the corpus's tokens and edges (consistently: the version is read
+    before and after, and a concurrent change makes it read again)."""
+    while True:
+        with db.transaction() as conn:
+            version = _version(conn, corpus_id)
+            tokens = conn.execute(query("graph_tokens"), {"corpus_id": corpus_id}).fetchall()
+            buffer = bytearray()
+            with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
+                for block in copy:
+                    buffer += block
+            after = _version(conn, corpus_id)
+        if after == version:
+            break
+    token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
+    a, b, w = _parse_edges(bytes(buffer)) if buffer else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
+    return build_graph(version, token_ids, [t[1] for t in tokens], a, b, w)
+
+
+def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],
+                a: np.ndarray, b: np.ndarray, w: np.ndarray) -> TokenGraph:
+    """A graph from its nodes (``token_ids`` sorted ascending, with their terms)
+    and undirected weighted edges (a, b, w) given once each, as token ids."""
+    ia, ib = np.searchsorted(token_ids, a), np.searchsorted(token_ids, b)
+    n = len(terms)
+    sym = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([ia, ib]), np.concatenate([ib, ia]))),
+                        shape=(n, n)).tocsr()
+    degree = np.asarray(sym.sum(axis=0)).ravel()
+    dangling = degree == 0
+    inv = np.zeros(n)
+    inv[~dangling] = 1.0 / degree[~dangling]
+    transition = (sym @ sp.diags(inv)).tocsr()
+    return TokenGraph(version=version, token_ids=np.asarray(token_ids, dtype=np.int64), terms=tuple(terms),
+                      index={t: i for i, t in enumerate(terms)}, transition=transition,
+                      degree=degree, dangling=dangling)
+
+
+_cache: dict[tuple[str, int], TokenGraph] = {}
+_cache_lock = threading.Lock()
+
+
+def token_graph(db: "Database", corpus_id: int) -> TokenGraph:
+    """The corpus's graph, from this process's cache when its version is current."""
+    version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
+    key = (db.dsn, corpus_id)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None and cached.version == version:
+        return cached
+    graph = load_graph(db, corpus_id)
+    with _cache_lock:
+        current = _cache.get(key)
+        if current is None or current.version <= graph.version:
+            _cache[key] = graph
+    return graph
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+@dataclass(frozen=True)
+class PageRank:
+    scores: np.ndarray
+    iterations: int
+    residual: float
+
+
+def personalized_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0.5,
+                          tolerance: float = 1e-6, max_iterations: int = 100) -> PageRank:
+    """PPR with uniform restart over ``seeds`` (node indexes), by power iteration.
+
+    r ← (1 − d)·v + d·(T·r + m·v), where m is the mass on dangling nodes (sent
+    back to the seeds, so r stays a distribution). Stops when the L1 change is
+    below ``tolerance`` or after ``max_iterations``."""
+    if not 0 <= damping < 1:
+        raise ValueError("damping must be in [0, 1)")
+    n = graph.nodes
+    v = np.zeros(n)
+    if n == 0 or not seeds:
+        return PageRank(scores=v, iterations=0, residual=0.0)
+    v[list(seeds)] = 1.0 / len(set(seeds))
+    r = v.copy()
+    residual = 0.0
+    for iteration in range(1, max_iterations + 1):
+        lost = r[graph.dangling].sum()
+        nxt = (1 - damping) * v + damping * (graph.transition @ r + lost * v)
+        residual = float(np.abs(nxt - r).sum())
+        r = nxt
+        if residual < tolerance:
+            return PageRank(scores=r, iterations=iteration, residual=residual)
+    return PageRank(scores=r, iterations=max_iterations, residual=residual)
+
+
+def top_nodes(scores: np.ndarray, count: int) -> np.ndarray:
+    """Indexes of the ``count`` highest scores, highest first (ties by index)."""
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) > count:
+        part = np.argpartition(-scores[positive], count - 1)[:count]
+        positive = positive[part]
+    return positive[np.lexsort((positive, -scores[positive]))]

@@ -1,0 +1,231 @@
+"""TIGRAG (../shared/papers/tigrag.md §3): token co-occurrence graph, PPR
+expansion, PPR-weighted BM25, cumulative-mass pooling, dense rerank, and
+entity-driven multi-hop retrieval.
+
+One hop (§3.4-3.6): the query's tokens that are in the vocabulary seed a
+Personalized PageRank over the token graph (scipy, cached per graph version);
+the top-γ tokens, L1-normalised, weight each token's BM25 contribution to a
+chunk's score ρ (SQL, from the postings); the shortest prefix of candidates by ρ
+holding th_ρ of the total mass is reranked by cosine to the query.
+
+Multi-hop (§3.7): the named entities of the top ι chunks of a hop, minus those
+already seen, extend the query (μ ⊕ entities) for the graph stage and give one
+embedding per entity (μ ⊕ e) for the rerank (a chunk keeps its best cosine);
+hops stop after h or when no new entity turns up; a chunk keeps its best score
+over hops; the top β = k are returned.
+
+Departure from the paper, on by default and off in the ``paper`` preset: the
+rerank score adds graph_weight × ρ / max ρ of the hop to the cosine (see
+docs/BENCHMARKS.md for what it buys on 2Wiki).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import nlp
+from ..exceptions import PgragError
+from ..graph import TokenGraph, personalized_pagerank, token_graph, top_nodes
+from ..results import Hits, Trace
+
+if TYPE_CHECKING:
+    from ..corpus import Corpus
+
+# Entity types worth a hop: names of people, places, organisations, works, events.
+# Dates and numbers (DATE, CARDINAL, ...) rarely bridge to another document.
+NAME_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "WORK_OF_ART", "EVENT", "PRODUCT", "LAW", "LANGUAGE")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TigragSettings:
+    """Every hyperparameter of the method; defaults are the paper's (§4.1.5)
+    except where noted. γ and the damping factor are not given by the paper;
+    they were chosen on ../shared/bench/2wiki/questions.jsonl (docs/BENCHMARKS.md)."""
+
+    gamma: int = 50                 # expanded tokens kept from PPR (not in the paper)
+    damping: float = 0.5            # PPR continuation probability (not in the paper)
+    tolerance: float = 1e-6         # PPR stops when the L1 change is below this
+    max_iterations: int = 100
+    threshold: float = 0.8          # th_rho, cumulative-mass pool cut-off
+    max_pool: int = 1000            # safety bound on the pool size
+    iota: int = 1                   # top chunks of a hop whose entities drive the next
+    hops: int = 2                   # h
+    graph_weight: float = 0.2       # lambda in cos + lambda * rho / max rho; the paper: 0
+    entity_labels: tuple[str, ...] | None = NAME_LABELS   # None: every spaCy label
+    bm25: bool = True               # ablation "no BM25": rho = sum of PPR weights
+    centrality: str = "ppr"         # ablation "degree": expand by degree, not PPR
+    rerank: bool = True             # ablation "no rerank": rank by rho alone
+
+    def __post_init__(self) -> None:
+        if self.gamma < 1 or self.hops < 1 or self.iota < 1:
+            raise ValueError("gamma, hops and iota must be at least 1")
+        if not 0 < self.threshold <= 1:
+            raise ValueError("threshold must be in (0, 1]")
+        if self.centrality not in ("ppr", "degree"):
+            raise ValueError("centrality must be 'ppr' or 'degree'")
+
+
+PAPER = TigragSettings(graph_weight=0.0, entity_labels=None)
+PRESETS: dict[str, TigragSettings] = {
+    "tigrag": TigragSettings(),
+    "tigrag-paper": PAPER,
+    # The ablations of the paper's Table 10, each on the paper's pipeline.
+    "tigrag-no-bm25": dataclasses.replace(PAPER, bm25=False),
+    "tigrag-degree": dataclasses.replace(PAPER, centrality="degree"),
+    "tigrag-no-rerank": dataclasses.replace(PAPER, rerank=False),
+}
+
+
+@dataclass
+class _Scored:
+    chunk_id: int
+    rho: float
+    cosine: float | None
+    score: float
+    hop: int
+
+
+def retriever(preset: str) -> Any:
+    settings = PRESETS[preset]
+
+    def retrieve(corpus: "Corpus", question: str, k: int, **options: Any) -> Hits:
+        try:
+            chosen = dataclasses.replace(settings, **options) if options else settings
+        except (TypeError, ValueError) as exc:
+            known = ", ".join(f.name for f in dataclasses.fields(TigragSettings))
+            raise PgragError(f"bad {preset} option: {exc} (settings: {known})") from exc
+        return run(corpus, question, k, chosen, preset)
+
+    retrieve.__doc__ = f"TIGRAG with the {preset!r} settings."
+    return retrieve
+
+
+def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name: str = "tigrag") -> Hits:
+    trace = Trace(method=name, query=question)
+    trace.step("settings", **dataclasses.asdict(settings))
+    t0 = time.perf_counter()
+    graph = token_graph(corpus.db, corpus.id)
+    trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
+    trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges)
+
+    embeddings = [_encode(corpus, [question], trace)[0]]
+    best: dict[int, _Scored] = {}
+    seen: set[str] = set()
+    entities: list[str] = []
+    query = question
+    for hop in range(1, settings.hops + 1):
+        ranked = _hop(corpus, graph, query, embeddings, settings, hop, trace)
+        for s in ranked:
+            if s.chunk_id not in best or s.score > best[s.chunk_id].score:
+                best[s.chunk_id] = s
+        if hop == settings.hops:
+            break
+        top = [s.chunk_id for s in ranked[: settings.iota]]
+        found = _entities(corpus, top, settings, trace)
+        new = [e for e in found if e.casefold() not in seen]
+        seen.update(e.casefold() for e in found)
+        trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
+        if not new:
+            trace.step("stop", hop=hop, reason="no new entities")
+            break
+        entities.extend(new)
+        query = question + " " + " ".join(entities)
+        embeddings = _encode(corpus, [f"{question} {e}" for e in entities], trace)
+
+    final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))[:k]
+    t1 = time.perf_counter()
+    rows = corpus.db.fetchall("hits", {"corpus_id": corpus.id, "chunk_ids": [s.chunk_id for s in final],
+                                       "scores": [s.score for s in final]})
+    trace.timings_ms["provenance"] = (time.perf_counter() - t1) * 1000
+    hits = [dataclasses.replace(h, details={"hop": s.hop, "rho": s.rho, "cosine": s.cosine, "score": s.score})
+            for h, s in zip(corpus.hits_from_rows(rows), final)]
+    return Hits(hits, trace)
+
+
+def _encode(corpus: "Corpus", texts: list[str], trace: Trace) -> list[np.ndarray]:
+    t0 = time.perf_counter()
+    out = list(corpus.embedder.encode(texts))
+    trace.timings_ms["embed"] = trace.timings_ms.get("embed", 0.0) + (time.perf_counter() - t0) * 1000
+    return out
+
+
+def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
+    """Top-γ nodes and their L1-normalised weights (PPR, or degree for the ablation)."""
+    if settings.centrality == "degree":
+        neighbourhood = np.unique(np.concatenate([seeds, graph.transition[:, seeds].nonzero()[0]]))
+        scores = np.zeros(graph.nodes)
+        scores[neighbourhood] = graph.degree[neighbourhood]
+        iterations = 0
+    else:
+        pr = personalized_pagerank(graph, seeds, damping=settings.damping, tolerance=settings.tolerance,
+                                   max_iterations=settings.max_iterations)
+        scores, iterations = pr.scores, pr.iterations
+    nodes = top_nodes(scores, settings.gamma)
+    weights = scores[nodes] / scores[nodes].sum() if len(nodes) else scores[nodes]
+    return nodes, weights, iterations
+
+
+def _hop(corpus: "Corpus", graph: TokenGraph, query: str, embeddings: list[np.ndarray],
+         settings: TigragSettings, hop: int, trace: Trace) -> list[_Scored]:
+    t0 = time.perf_counter()
+    terms = corpus.tokenize(query)
+    seeds = sorted({graph.index[t] for t in terms if t in graph.index})
+    if not seeds:
+        trace.step("hop", hop=hop, query=query, seeds=[], candidates=0, pool=0)
+        return []
+    nodes, weights, iterations = _expand(graph, seeds, settings)
+    t1 = time.perf_counter()
+    pool = corpus.db.fetchall("tigrag_pool", {
+        "corpus_id": corpus.id, "tokens": graph.token_ids[nodes].tolist(), "weights": weights.tolist(),
+        "query_tokens": graph.token_ids[seeds].tolist(), "threshold": settings.threshold,
+        "bm25": settings.bm25, "max_pool": settings.max_pool})
+    t2 = time.perf_counter()
+    max_rho = max((r[1] for r in pool), default=0.0) or 1.0
+    cosines: dict[int, float] = {}
+    if settings.rerank and pool:
+        cosines = {cid: cos for cid, cos, _ in corpus.db.fetchall("chunk_cosines", {
+            "corpus_id": corpus.id, "chunk_ids": [r[0] for r in pool], "embeddings": embeddings})}
+    t3 = time.perf_counter()
+    ranked = []
+    for chunk_id, rho, _ in pool:
+        cos = cosines.get(chunk_id)
+        graph_part = settings.graph_weight * rho / max_rho
+        score = (cos + graph_part) if cos is not None else rho / max_rho
+        ranked.append(_Scored(chunk_id=chunk_id, rho=rho, cosine=cos, score=score, hop=hop))
+    ranked.sort(key=lambda s: (-s.score, s.chunk_id))
+    for key, value in (("expand", t1 - t0), ("pool", t2 - t1), ("rerank", t3 - t2)):
+        trace.timings_ms[key] = trace.timings_ms.get(key, 0.0) + value * 1000
+    trace.step("hop", hop=hop, query=query, seeds=[graph.terms[i] for i in seeds],
+               expanded=[(graph.terms[i], round(float(w), 5)) for i, w in zip(nodes, weights)],
+               ppr_iterations=iterations, candidates=pool[0][2] if pool else 0, pool=len(pool),
+               embeddings=len(embeddings), top=[s.chunk_id for s in ranked[:5]])
+    return ranked
+
+
+def _entities(corpus: "Corpus", chunk_ids: list[int], settings: TigragSettings, trace: Trace) -> list[str]:
+    """Entities of the chunks, in rank then text order: stored at ingest, or from
+    spaCy for chunks that have none stored."""
+    t0 = time.perf_counter()
+    rows = corpus.db.fetchall("chunk_entities", {"corpus_id": corpus.id, "chunk_ids": chunk_ids})
+    by_chunk: dict[int, list[tuple[str, str]]] = {c: [] for c in chunk_ids}
+    for chunk_id, entity, label in rows:
+        by_chunk[chunk_id].append((entity, label))
+    missing = [c for c in chunk_ids if not by_chunk[c]]
+    if missing:
+        texts = {cid: text for cid, _title, text in corpus.db.fetchall(
+            "chunk_texts", {"corpus_id": corpus.id, "chunk_ids": missing})}
+        parsed = nlp.parse([texts[c] for c in missing], corpus.settings.spacy_model)
+        for c, p in zip(missing, parsed):
+            by_chunk[c] = [(e.text, e.label) for e in p.entities]
+    out: list[str] = []
+    for c in chunk_ids:
+        for entity, label in by_chunk[c]:
+            if settings.entity_labels is None or label in settings.entity_labels:
+                out.append(" ".join(entity.split()))
+    trace.timings_ms["entities"] = trace.timings_ms.get("entities", 0.0) + (time.perf_counter() - t0) * 1000
+    return list(dict.fromkeys(e for e in out if e))

@@ -1,0 +1,70 @@
+"""Grid over TIGRAG settings on ../shared/bench/2wiki (the only tuning set allowed).
+
+    python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N]
+
+Prints Recall@2/@5 and p50 latency for each combination. The corpus must have
+been indexed by `pgrag eval` (it reuses the eval corpus of the same file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pgrag  # noqa: E402
+from pgrag.evaluate import corpus_name_for, load_questions  # noqa: E402
+from pgrag.metrics import distinct_documents, percentile, recall_at_k  # noqa: E402
+
+BENCH = ROOT.parent / "shared" / "bench" / "2wiki"
+
+
+def parse_value(text: str) -> object:
+    if text in ("None", "none"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("grid", nargs="*", help="name=v1,v2,... (TigragSettings fields)")
+    parser.add_argument("--preset", default="tigrag")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--depth", type=int, default=20)
+    args = parser.parse_args()
+    grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
+    db = pgrag.connect()
+    kb = db.corpus(corpus_name_for(BENCH / "corpus.json"), create=False)
+    questions = load_questions(BENCH / "questions.jsonl")[: args.limit]
+    kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
+    for values in itertools.product(*grid.values()):
+        options = dict(zip(grid, values))
+        r2 = r5 = 0.0
+        times = []
+        for q in questions:
+            t0 = time.perf_counter()
+            hits = kb.retrieve(q.question, method=args.preset, k=args.depth, **options)
+            times.append((time.perf_counter() - t0) * 1000)
+            docs = distinct_documents(h.title for h in hits)
+            r2 += recall_at_k(docs, q.supporting_titles, 2)
+            r5 += recall_at_k(docs, q.supporting_titles, 5)
+        n = len(questions)
+        print(json.dumps({**options, "R@2": round(100 * r2 / n, 1), "R@5": round(100 * r5 / n, 1),
+                          "p50_ms": round(percentile(times, 50), 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

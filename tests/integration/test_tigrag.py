@@ -1,0 +1,190 @@
+"""TIGRAG against a real corpus: the graph from the database, its cache, the
+pooling cut-off, hops and their termination, the SQL entry points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgrag import graph
+from pgrag.exceptions import PgragError
+
+BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench" / "2wiki"
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("tig")
+    corpus.ingest(wiki_docs, progress=False)
+    return corpus
+
+
+def edges_from_table(db, kb):
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT ta.term, tb.term, e.weight FROM pgrag.token_edge e "
+            "JOIN pgrag.token ta ON ta.corpus_id = e.corpus_id AND ta.token_id = e.token_a "
+            "JOIN pgrag.token tb ON tb.corpus_id = e.corpus_id AND tb.token_id = e.token_b "
+            "WHERE e.corpus_id = %s", (kb.id,)).fetchall()
+
+
+def test_matrix_is_the_edge_table(db, kb):
+    g = graph.load_graph(db, kb.id)
+    rows = edges_from_table(db, kb)
+    assert g.edges == len(rows) > 0
+    for a, b, w in rows:
+        i, j = g.index[a], g.index[b]
+        assert g.transition[i, j] == pytest.approx(w / g.degree[j])
+        assert g.transition[j, i] == pytest.approx(w / g.degree[i])
+    sums = np.asarray(g.transition.sum(axis=0)).ravel()
+    assert sums[~g.dangling] == pytest.approx(1.0)
+
+
+def test_cache_follows_the_graph_version(db, kb, wiki_docs):
+    first = graph.token_graph(db, kb.id)
+    assert graph.token_graph(db, kb.id) is first          # unchanged: served from the cache
+    kb.ingest([{"id": "new", "title": "Zanzibar", "text": "Zanzibar exports cloves and nutmeg."}], progress=False)
+    second = graph.token_graph(db, kb.id)
+    assert second is not first and second.version > first.version
+    assert "zanzibar" in second.index and "zanzibar" not in first.index
+    kb.delete(["new"])
+    third = graph.token_graph(db, kb.id)
+    assert third.version > second.version
+    assert third.edges == first.edges
+    # a stale cached graph is never served to a query either
+    hits = kb.retrieve("Zanzibar cloves", method="tigrag", k=3)
+    assert hits.trace.steps[1]["version"] == third.version
+
+
+def test_pool_is_the_shortest_prefix_reaching_the_mass_threshold(db, kb):
+    g = graph.token_graph(db, kb.id)
+    terms = [t for t in kb.tokenize("Lothair emperor daughter Tours river valley sentence rapper") if t in g.index]
+    ids = [int(g.token_ids[g.index[t]]) for t in terms]
+    weights = [1 / len(ids)] * len(ids)
+
+    def pool(threshold):
+        return db.fetchall("tigrag_pool", {"corpus_id": kb.id, "tokens": ids, "weights": weights,
+                                           "query_tokens": ids, "threshold": threshold, "bm25": True,
+                                           "max_pool": 1000})
+
+    everything = pool(1.0)
+    rhos = [r[1] for r in everything]
+    assert rhos == sorted(rhos, reverse=True) and len(everything) >= 3
+    total = sum(rhos)
+    for th in (0.3, 0.5, 0.8, 0.95):
+        got = pool(th)
+        m = len(got)
+        assert got == everything[:m]
+        assert sum(rhos[:m]) >= th * total - 1e-9          # reaches the threshold ...
+        assert sum(rhos[: m - 1]) < th * total             # ... and one chunk fewer would not
+    assert everything[0][2] == len(everything)             # candidates counted before the cut
+
+
+def test_two_hops_find_the_bridge_document(kb):
+    hits = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5)
+    titles = [h.title for h in hits]
+    assert "Lothair II" in titles and "Ermengarde of Tours" in titles
+    steps = {s["step"]: s for s in hits.trace.steps}
+    assert steps["entities"]["hop"] == 1 and "Teutberga" in steps["entities"]["new"]
+    hops = [s for s in hits.trace.steps if s["step"] == "hop"]
+    assert [h["hop"] for h in hops] == [1, 2]
+    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"])
+    for h in hits:
+        assert h.details["hop"] in (1, 2) and h.details["rho"] > 0
+        # cosine plus 0.2 x rho / (the hop's max rho)
+        assert h.details["cosine"] < h.details["score"] <= h.details["cosine"] + 0.2 + 1e-9
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_hops_stop_without_new_entities(kb, db):
+    one = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5, hops=1)
+    assert [s["step"] for s in one.trace.steps].count("hop") == 1
+    assert not any(s["step"] == "entities" for s in one.trace.steps)
+    # the long document names almost nobody: the loop stops before the cap of 3 hops
+    plain = kb.retrieve("topic3 river1 valley sentence", method="tigrag", k=5, hops=3)
+    stop = [s for s in plain.trace.steps if s["step"] == "stop"]
+    executed = [s["hop"] for s in plain.trace.steps if s["step"] == "hop"]
+    assert stop and stop[0]["reason"] == "no new entities" and stop[0]["hop"] == executed[-1] < 3
+    # with many hops allowed, it ends when the entities run out, not at the cap
+    many = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5, hops=10)
+    executed = [s["hop"] for s in many.trace.steps if s["step"] == "hop"]
+    assert len(executed) < 10 and any(s["step"] == "stop" for s in many.trace.steps)
+
+
+def test_entities_fall_back_to_spacy(kb, db):
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM pgrag.chunk_entity WHERE corpus_id = %s", (kb.id,))
+    hits = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5)
+    entities = next(s for s in hits.trace.steps if s["step"] == "entities")
+    assert "Teutberga" in entities["found"]
+
+
+def test_presets_ablations_and_options(kb):
+    q = "When did Lothair II's mother die?"
+    paper = kb.retrieve(q, method="tigrag-paper", k=5)
+    assert all(h.details["score"] == h.details["cosine"] for h in paper)
+    no_rerank = kb.retrieve(q, method="tigrag-no-rerank", k=5)
+    assert all(h.details["cosine"] is None for h in no_rerank)
+    assert no_rerank[0].details["score"] == 1.0                      # rho / max rho
+    degree = kb.retrieve(q, method="tigrag-degree", k=5)
+    assert next(s for s in degree.trace.steps if s["step"] == "hop")["ppr_iterations"] == 0
+    assert len(kb.retrieve(q, method="tigrag-no-bm25", k=5)) > 0
+    with pytest.raises(PgragError, match="bad tigrag option"):
+        kb.retrieve(q, method="tigrag", k=5, gama=3)
+    with pytest.raises(PgragError, match="takes no options"):
+        kb.retrieve(q, method="dense", k=5, gamma=3)
+
+
+def test_unknown_tokens_and_empty_corpus_return_nothing(db, kb):
+    assert len(kb.retrieve("qwzxv plokm", method="tigrag", k=5)) == 0
+    empty = db.corpus("empty")
+    assert len(empty.retrieve("Lothair", method="tigrag", k=5)) == 0
+
+
+def test_sql_tigrag_matches_python_single_hop(db, kb):
+    q = "Who was the wife of Lothair II?"
+    python = kb.retrieve(q, method="tigrag", k=4, hops=1)
+    vector = kb.embedder.encode([q])[0]
+    rows = db.fetchall("tigrag", {"corpus": kb.name, "query": q, "embedding": vector, "k": 4})
+    assert [r[1] for r in rows] == [h.provenance.chunk_id for h in python]
+    assert [r[2] for r in rows] == pytest.approx([h.score for h in python], abs=1e-6)
+
+
+def test_sql_ppr_matches_scipy(db, kb):
+    g = graph.token_graph(db, kb.id)
+    seeds = ["lothair", "daughter", "tours"]
+    pr = graph.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
+    rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds + ["notaword"], "damping": 0.5, "top": 20,
+                               "tolerance": 1e-6, "max_iterations": 100})
+    assert [r[0] for r in rows] == [g.terms[i] for i in graph.top_nodes(pr.scores, 20)]
+    assert [r[1] for r in rows] == pytest.approx([pr.scores[g.index[t]] for t, _ in rows], abs=1e-9)
+
+
+def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db):
+    """The whole 2Wiki corpus, one chunk per passage, indexed by the real SQL
+    pipeline (pgrag.index_chunks); embeddings are not needed for the graph."""
+    docs = json.loads((BENCH / "corpus.json").read_text())
+    kb = db.corpus("wiki-graph")
+    with db.transaction() as conn:
+        conn.execute(
+            "INSERT INTO pgrag.document (corpus_id, external_id, title, body) "
+            "SELECT %s, t, t, b FROM unnest(%s::text[], %s::text[]) AS x(t, b)",
+            (kb.id, [d["title"] for d in docs], [d["text"] for d in docs]))
+        conn.execute(
+            "INSERT INTO pgrag.chunk (corpus_id, document_id, ordinal, first_sentence, last_sentence, "
+            "char_start, char_end, text, embedding) "
+            "SELECT corpus_id, document_id, 0, 0, 0, 0, length(body), body, array_fill(0, ARRAY[384])::vector "
+            "FROM pgrag.document WHERE corpus_id = %s", (kb.id,))
+        conn.execute("SELECT pgrag.index_chunks(%s, (SELECT array_agg(chunk_id) FROM pgrag.chunk "
+                     "WHERE corpus_id = %s))", (kb.id, kb.id))
+    g = graph.token_graph(db, kb.id)
+    assert g.nodes > 30000 and g.edges > 400000
+    for seeds in (["lothair", "mother", "die"], ["director", "film", "born", "older"]):
+        pr = graph.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
+        rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds, "damping": 0.5, "top": 50,
+                                   "tolerance": 1e-6, "max_iterations": 100})
+        assert [r[0] for r in rows] == [g.terms[i] for i in graph.top_nodes(pr.scores, 50)]
+        assert [r[1] for r in rows] == pytest.approx([pr.scores[g.index[t]] for t, _ in rows], abs=1e-9)
