@@ -74,11 +74,14 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
         for q in questions[:warmup]:
             kb.retrieve(q.question, method=name, k=k)
     times: dict[str, list[float]] = {name: [] for name in names}
+    stages: dict[str, dict[str, float]] = {name: {} for name in names}
     for q in tqdm(questions, desc="bench queries", unit="q", disable=not progress):
         for name in names:
             t0 = time.perf_counter()
-            kb.retrieve(q.question, method=name, k=k)
+            hits = kb.retrieve(q.question, method=name, k=k)
             times[name].append((time.perf_counter() - t0) * 1000)
+            for stage, ms in hits.trace.timings_ms.items():
+                stages[name][stage] = stages[name].get(stage, 0.0) + ms / len(questions)
     dense_p50 = percentile(times["dense"], 50)
     return {
         "corpus_file": str(corpus_file),
@@ -93,10 +96,58 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
                 "latency_ms_p50": round(percentile(ts, 50), 2),
                 "latency_ms_p95": round(percentile(ts, 95), 2),
                 "p50_to_dense": round(percentile(ts, 50) / dense_p50, 3) if dense_p50 else None,
+                "stage_ms_mean": {stage: round(ms, 2) for stage, ms in stages[name].items()},
             }
             for name, ts in times.items()
         },
         "embedding_model": corpus.embedding_model,
         "machine": {"python": platform.python_version(), "processor": platform.machine(),
                     "cpus": os.cpu_count()},
+    }
+
+
+def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, limit: int = 10,
+                    progress: bool = True) -> dict[str, Any]:
+    """The token graph's costs: building the CSR matrix from the database, and
+    PPR in scipy against PPR in SQL (``pgrag.ppr``) on the seeds of the first
+    ``limit`` questions, with whether their top-γ tokens agree."""
+    from . import graph
+    from .evaluate import load_questions, prepare_corpus
+    from .methods.tigrag import TigragSettings
+
+    settings = TigragSettings()
+    kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
+    t0 = time.perf_counter()
+    g = graph.load_graph(db, kb.id)
+    build = time.perf_counter() - t0
+    scipy_ms: list[float] = []
+    sql_ms: list[float] = []
+    agree = 0
+    max_diff = 0.0
+    questions = load_questions(questions_file)[:limit]
+    for q in tqdm(questions, desc="bench graph", unit="q", disable=not progress):
+        seeds = sorted({t for t in kb.tokenize(q.question) if t in g.index})
+        t0 = time.perf_counter()
+        pr = graph.personalized_pagerank(g, [g.index[t] for t in seeds], damping=settings.damping,
+                                         tolerance=settings.tolerance)
+        top = graph.top_nodes(pr.scores, settings.gamma)
+        t1 = time.perf_counter()
+        rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds, "damping": settings.damping,
+                                   "top": settings.gamma, "tolerance": settings.tolerance,
+                                   "max_iterations": settings.max_iterations})
+        t2 = time.perf_counter()
+        scipy_ms.append((t1 - t0) * 1000)
+        sql_ms.append((t2 - t1) * 1000)
+        agree += [r[0] for r in rows] == [g.terms[i] for i in top]
+        max_diff = max([max_diff, *(abs(score - pr.scores[g.index[term]]) for term, score in rows)])
+    return {
+        "corpus": corpus.name, "nodes": g.nodes, "edges": g.edges,
+        "csr_build_seconds": round(build, 3),
+        "questions": len(questions), "gamma": settings.gamma, "damping": settings.damping,
+        "tolerance": settings.tolerance,
+        "ppr_scipy_ms_p50": round(percentile(scipy_ms, 50), 2),
+        "ppr_sql_ms_p50": round(percentile(sql_ms, 50), 2),
+        "sql_to_scipy": round(percentile(sql_ms, 50) / percentile(scipy_ms, 50), 1),
+        "same_top_tokens": agree,
+        "max_score_difference": max_diff,
     }

@@ -295,7 +295,7 @@ def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list
               help='JSON list of {"title","text"} or {"id","title","text"} (or JSONL).')
 @click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="JSONL: id, question, answer, supporting_titles[, answer_aliases].")
-@click.option("--methods", "method_names", default=",".join(method_registry.names()), show_default=True,
+@click.option("--methods", "method_names", default=",".join(method_registry.names(variants=False)), show_default=True,
               callback=_method_list, help="Comma-separated methods to compare.")
 @click.option("--k", "ks", default="2,5", show_default=True, callback=_int_list,
               help="Comma-separated k for Recall@k (distinct documents).")
@@ -367,7 +367,7 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
               help="JSON/JSONL corpus (indexed once, as for pgrag eval).")
 @click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="JSONL questions.")
-@click.option("--methods", "method_names", default=",".join(method_registry.names()), show_default=True,
+@click.option("--methods", "method_names", default=",".join(method_registry.names(variants=False)), show_default=True,
               callback=_method_list, help="Comma-separated methods (dense is always included).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
@@ -382,6 +382,26 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
 
     result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
                              k=k, warmup=warmup, limit=limit)
+    text = json.dumps(result, indent=2)
+    click.echo(text)
+    if out:
+        out.write_text(text + "\n")
+
+
+
+@bench.command("graph")
+@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="JSON/JSONL corpus (indexed once, as for pgrag eval).")
+@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help="JSONL questions (their tokens seed the PPR).")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Questions to time.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
+@dsn_option
+def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path | None, dsn: str | None) -> None:
+    """Token graph costs: CSR build time, and PPR in scipy vs in SQL (time, agreement)."""
+    from .bench import graph_benchmark
+
+    result = graph_benchmark(_connect(dsn), corpus_file, questions_file, limit=limit)
     text = json.dumps(result, indent=2)
     click.echo(text)
     if out:

@@ -43,6 +43,6 @@ def run(db: Database, *, k: int = 3, progress: bool = True) -> tuple[IngestRepor
     answers = [
         DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k))
         for q in sample_questions()
-        for m in methods.names()
+        for m in methods.names(variants=False)
     ]
     return report, answers

@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--preset", default="tigrag")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=None, help="append each result as a JSON line here")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
@@ -62,8 +63,12 @@ def main() -> None:
             r2 += recall_at_k(docs, q.supporting_titles, 2)
             r5 += recall_at_k(docs, q.supporting_titles, 5)
         n = len(questions)
-        print(json.dumps({**options, "R@2": round(100 * r2 / n, 1), "R@5": round(100 * r5 / n, 1),
-                          "p50_ms": round(percentile(times, 50), 1)}), flush=True)
+        line = json.dumps({"preset": args.preset, **options, "R@2": round(100 * r2 / n, 1),
+                           "R@5": round(100 * r5 / n, 1), "p50_ms": round(percentile(times, 50), 1)})
+        print(line, flush=True)
+        if args.out:
+            with args.out.open("a") as f:
+                f.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -262,7 +262,7 @@ AS $$
     ),
     scored AS (
         SELECT ct.chunk_id,
-               sum(ln(1 + (s.n - qt.df + 0.5) / (qt.df + 0.5))
+               sum(ln(1 + (s.n - qt.df::float8 + 0.5) / (qt.df::float8 + 0.5))
                    * ct.tf * (k1 + 1)
                    / (ct.tf + k1 * (1 - b + b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
         FROM qt
@@ -377,9 +377,13 @@ RETURNS TABLE (chunk_id bigint, rho float8, candidates integer)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH stats AS (
-        SELECT count(*)::float8 AS n, coalesce(avg(c.n_tokens), 0)::float8 AS avgdl
-        FROM pgrag.chunk c WHERE c.corpus_id = p_corpus
+    -- Chunk lengths in one scan and a hash join: cheaper than one index probe per
+    -- posting when expanded tokens are frequent (thousands of candidates).
+    WITH lengths AS MATERIALIZED (
+        SELECT c.chunk_id, c.n_tokens::float8 AS dl FROM pgrag.chunk c WHERE c.corpus_id = p_corpus
+    ),
+    stats AS (
+        SELECT count(*)::float8 AS n, greatest(coalesce(avg(dl), 0), 1e-9) AS avgdl FROM lengths
     ),
     weights AS (
         SELECT w.token_id, sum(w.weight) AS weight
@@ -388,17 +392,21 @@ AS $$
               SELECT q, 0.0 FROM unnest(p_query_tokens) AS q) w
         GROUP BY w.token_id
     ),
-    scored AS (
-        SELECT ct.chunk_id,
-               sum(w.weight * CASE WHEN p_bm25 THEN
-                       ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5))
-                       * ct.tf * (k1 + 1)
-                       / (ct.tf + k1 * (1 - b + b * c.n_tokens / greatest(s.avgdl, 1e-9)))
-                   ELSE 1.0 END) AS rho
+    terms AS (
+        SELECT w.token_id, w.weight,
+               CASE WHEN p_bm25 THEN ln(1 + (s.n - t.df::float8 + 0.5) / (t.df::float8 + 0.5)) ELSE 1.0 END AS idf
         FROM weights w
         JOIN pgrag.token t ON t.corpus_id = p_corpus AND t.token_id = w.token_id
-        JOIN pgrag.chunk_token ct ON ct.corpus_id = p_corpus AND ct.token_id = w.token_id
-        JOIN pgrag.chunk c ON c.corpus_id = p_corpus AND c.chunk_id = ct.chunk_id
+        CROSS JOIN stats s
+    ),
+    scored AS (
+        SELECT ct.chunk_id,
+               sum(tm.weight * CASE WHEN p_bm25 THEN
+                       tm.idf * ct.tf * (k1 + 1) / (ct.tf + k1 * (1 - b + b * l.dl / s.avgdl))
+                   ELSE 1.0 END) AS rho
+        FROM terms tm
+        JOIN pgrag.chunk_token ct ON ct.corpus_id = p_corpus AND ct.token_id = tm.token_id
+        JOIN lengths l ON l.chunk_id = ct.chunk_id
         CROSS JOIN stats s
         GROUP BY ct.chunk_id
     ),
@@ -519,10 +527,14 @@ $$;
 -- cumulative-mass pool; rerank by cosine to query_embedding, plus graph_weight
 -- times rho / max rho (0 gives the paper's pure cosine rerank). Multi-hop needs
 -- NER on the retrieved chunks and new embeddings: that is the Python method.
+-- An earlier signature (before max_pool and tolerance); CREATE OR REPLACE would
+-- otherwise leave it beside the new one and make calls ambiguous.
+DROP FUNCTION IF EXISTS pgrag.tigrag(text, text, vector, integer, integer, float8, float8, float8);
 CREATE OR REPLACE FUNCTION pgrag.tigrag(corpus text, question text, query_embedding vector,
-                                        k integer DEFAULT 5, gamma integer DEFAULT 50,
+                                        k integer DEFAULT 5, gamma integer DEFAULT 20,
                                         damping float8 DEFAULT 0.5, threshold float8 DEFAULT 0.8,
-                                        graph_weight float8 DEFAULT 0.2)
+                                        graph_weight float8 DEFAULT 0.2, max_pool integer DEFAULT 300,
+                                        tolerance float8 DEFAULT 1e-4)
 RETURNS SETOF pgrag.hit
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -548,12 +560,12 @@ BEGIN
     IF seeds IS NULL THEN
         RETURN;
     END IF;
-    WITH p AS (SELECT * FROM pgrag.ppr(corpus, seeds, damping, gamma))
+    WITH p AS (SELECT * FROM pgrag.ppr(corpus, seeds, damping, gamma, tolerance))
     SELECT array_agg(t.token_id), array_agg(p.score / (SELECT sum(score) FROM p))
     INTO tokens, weights
     FROM p JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
     WITH pool AS (
-        SELECT * FROM pgrag.tigrag_pool(cid, tokens, weights, query_tokens, threshold)
+        SELECT * FROM pgrag.tigrag_pool(cid, tokens, weights, query_tokens, threshold, true, max_pool)
     ),
     ranked AS (
         SELECT p.chunk_id,

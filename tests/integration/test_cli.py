@@ -109,7 +109,7 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
 
     for q in sample_questions():
         assert q["question"] in result.output
-    for method in methods.names():
+    for method in methods.names(variants=False):
         assert f"[{method}]" in result.output
     assert result.output.count("provenance: document") >= 2 * len(sample_questions())
     assert re.search(r"chunk \d+, chars \d+-\d+, sentences \d+-\d+", result.output)

@@ -131,3 +131,35 @@ def test_cli_bench_queries_reports_ratios_to_dense(database_uri, tmp_path):
     for m in data["methods"].values():
         assert 0 < m["latency_ms_p50"] <= m["latency_ms_p95"]
         assert m["p50_to_dense"] > 0
+
+
+def test_em_f1_and_tokens_for_a_method_that_answers(db):
+    """A registered method that answers (as LLM methods will): EM/F1 per question
+    against answer + aliases, averaged; tokens summed."""
+    from pgrag import methods
+    from pgrag.results import Hits, Trace
+
+    gold = {q.question: q.answer for q in evaluate.load_questions(QUESTIONS)}
+
+    def oracle(corpus, question, k, **_):
+        hits = corpus.retrieve(question, method="bm25", k=k)
+        trace = Trace(method="oracle", query=question, prompt_tokens=100, completion_tokens=7)
+        # right for the first question only (with extra words: EM 0, F1 partial on the others)
+        answer = gold[question] if question.startswith("When did Lothair") else "the " + gold[question] + " maybe"
+        return Hits(list(hits), trace, answer=answer)
+
+    methods.register("oracle", oracle)
+    try:
+        kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
+        report = evaluate.evaluate(kb, corpus, evaluate.load_questions(QUESTIONS), ["oracle"], progress=False)
+    finally:
+        methods.unregister("oracle")
+    m = report.to_json()["methods"]["oracle"]
+    rows = report.per_question
+    assert [r["em"] for r in rows].count(100.0) == 1 and m["em"] == pytest.approx(20.0)
+    partial = [r["f1"] for r in rows if r["em"] == 0]
+    assert all(0 < f < 100 for f in partial)
+    assert m["f1"] == pytest.approx((100 + sum(partial)) / 5, abs=0.01)
+    assert m["llm_prompt_tokens"] == 500 and m["llm_completion_tokens"] == 35
+    with pytest.raises(Exception, match="already built in"):
+        methods.register("dense", oracle)
