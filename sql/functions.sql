@@ -221,6 +221,7 @@ DECLARE
     cid bigint := pgrag.corpus_id(corpus);
 BEGIN
     EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'chunk_embedding_hnsw_' || cid);
+    EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'triple_embedding_hnsw_' || cid);
     DELETE FROM pgrag.chunk_token WHERE corpus_id = cid;
     DELETE FROM pgrag.token_edge WHERE corpus_id = cid;
     DELETE FROM pgrag.corpus WHERE corpus_id = cid;
@@ -580,4 +581,107 @@ BEGIN
     INTO ids, scores FROM ranked;
     RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
 END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Triples and propositions (T2RAG's retrieval unit)
+-- ---------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION pgrag.ensure_triple_index(p_corpus bigint) RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    dim integer;
+BEGIN
+    IF to_regclass(format('pgrag.%I', 'triple_embedding_hnsw_' || p_corpus)) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT c.embedding_dim INTO STRICT dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pgrag.triple USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',
+        'triple_embedding_hnsw_' || p_corpus, dim, p_corpus);
+END
+$$;
+
+-- Propositions by descending similarity to any of the query embeddings (one
+-- global pool; a proposition's score is its best cosine over the queries), taken
+-- until they cover `unique_chunks` distinct source chunks: the row that brings the
+-- last new chunk is the final one. T2RAG's retrieval budget (k = 5).
+CREATE OR REPLACE FUNCTION pgrag.propositions(corpus text, query_embeddings vector[],
+                                              unique_chunks integer DEFAULT 5)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text,
+               object text, proposition text, extractor text, chunk_id bigint,
+               document_id bigint, external_id text, title text,
+               char_start integer, char_end integer, query integer)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+    dim integer;
+    depth integer := greatest(unique_chunks, 1) * 40;
+    previous_ef text;
+BEGIN
+    SELECT c.embedding_dim INTO dim FROM pgrag.corpus c WHERE c.corpus_id = cid;
+    IF EXISTS (SELECT 1 FROM unnest(query_embeddings) q WHERE vector_dims(q) <> dim) THEN
+        RAISE EXCEPTION 'pgrag: a query embedding does not have the % dimensions of corpus %',
+            dim, quote_literal(corpus) USING ERRCODE = 'PR002';
+    END IF;
+    IF unique_chunks < 1 OR cardinality(query_embeddings) IS NULL THEN
+        RETURN;
+    END IF;
+    previous_ef := current_setting('hnsw.ef_search', true);
+    PERFORM set_config('hnsw.ef_search', least(greatest(depth,
+        coalesce(nullif(current_setting('pgrag.ef_search', true), '')::integer, 200)), 1000)::text, true);
+    -- Each query's nearest propositions through the HNSW index (the cast spelled
+    -- with the literal dimension so the planner uses the partial index), then
+    -- one pool ranked by best similarity.
+    RETURN QUERY EXECUTE format($q$
+        WITH near AS (
+            SELECT n.triple_id, 1 - n.d AS cosine, q.i::integer AS query
+            FROM unnest($2) WITH ORDINALITY AS q(v, i)
+            CROSS JOIN LATERAL (
+                SELECT t.triple_id, t.embedding::vector(%1$s) <=> q.v AS d
+                FROM pgrag.triple t WHERE t.corpus_id = $1
+                ORDER BY t.embedding::vector(%1$s) <=> q.v LIMIT $3) n
+        ),
+        best AS (
+            SELECT DISTINCT ON (n.triple_id) n.triple_id, n.cosine, n.query
+            FROM near n ORDER BY n.triple_id, n.cosine DESC, n.query
+        ),
+        ranked AS (
+            SELECT b.*, t.chunk_id,
+                   row_number() OVER (ORDER BY b.cosine DESC, b.triple_id) AS pos,
+                   row_number() OVER (PARTITION BY t.chunk_id ORDER BY b.cosine DESC, b.triple_id) = 1 AS first_of_chunk
+            FROM best b JOIN pgrag.triple t ON t.corpus_id = $1 AND t.triple_id = b.triple_id
+        ),
+        covered AS (
+            SELECT r.*, sum(r.first_of_chunk::integer) OVER (ORDER BY r.pos) AS chunks_so_far
+            FROM ranked r
+        )
+        SELECT c.pos::integer, t.triple_id, c.cosine, t.subject, t.predicate, t.object, t.proposition,
+               t.extractor, t.chunk_id, d.document_id, d.external_id, d.title, t.char_start, t.char_end, c.query
+        FROM covered c
+        JOIN pgrag.triple t ON t.corpus_id = $1 AND t.triple_id = c.triple_id
+        JOIN pgrag.chunk k ON k.corpus_id = $1 AND k.chunk_id = t.chunk_id
+        JOIN pgrag.document d ON d.corpus_id = $1 AND d.document_id = k.document_id
+        WHERE c.chunks_so_far - c.first_of_chunk::integer < $4
+        ORDER BY c.pos$q$, dim)
+    USING cid, query_embeddings, depth, unique_chunks;
+    PERFORM set_config('hnsw.ef_search', coalesce(previous_ef, '40'), true);
+END
+$$;
+
+-- One query embedding (the common case).
+CREATE OR REPLACE FUNCTION pgrag.propositions(corpus text, query_embedding vector,
+                                              unique_chunks integer DEFAULT 5)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text,
+               object text, proposition text, extractor text, chunk_id bigint,
+               document_id bigint, external_id text, title text,
+               char_start integer, char_end integer, query integer)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT * FROM pgrag.propositions(corpus, ARRAY[query_embedding], unique_chunks)
 $$;

@@ -194,3 +194,55 @@ SELECT term, score FROM pgrag.ppr(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %
 -- name: tigrag
 -- Single-hop TIGRAG in SQL.
 SELECT * FROM pgrag.tigrag(%(corpus)s, %(query)s, %(embedding)s, %(k)s);
+
+-- name: llm_cache_get
+-- A cached LLM reply.
+SELECT response, finish_reason, prompt_tokens, completion_tokens
+FROM pgrag.llm_cache WHERE corpus_id = %(corpus_id)s AND key = %(key)s;
+
+-- name: llm_cache_put
+-- Cache an LLM reply (the first one wins if two processes race).
+INSERT INTO pgrag.llm_cache (corpus_id, key, model, request, response, finish_reason,
+                             prompt_tokens, completion_tokens)
+VALUES (%(corpus_id)s, %(key)s, %(model)s, %(request)s, %(response)s, %(finish_reason)s,
+        %(prompt_tokens)s, %(completion_tokens)s)
+ON CONFLICT (corpus_id, key) DO NOTHING;
+
+-- name: chunks_to_extract
+-- Chunks an extractor has not processed yet, with their offsets and title.
+SELECT c.chunk_id, c.char_start, d.title, c.text
+FROM pgrag.chunk c
+JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+WHERE c.corpus_id = %(corpus_id)s
+  AND NOT EXISTS (SELECT 1 FROM pgrag.chunk_extraction e
+                  WHERE e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id AND e.extractor = %(extractor)s)
+ORDER BY c.chunk_id;
+
+-- name: insert_triples
+-- Store extracted triples with their proposition embeddings (skipping chunks deleted meanwhile).
+INSERT INTO pgrag.triple (corpus_id, chunk_id, extractor, ordinal, subject, predicate, object,
+                          proposition, char_start, char_end, embedding)
+SELECT c.corpus_id, x.chunk_id, %(extractor)s, x.ordinal, x.subject, x.predicate, x.object,
+       x.proposition, x.char_start, x.char_end, x.embedding
+FROM unnest(%(chunk_ids)s::bigint[], %(ordinals)s::integer[], %(subjects)s::text[], %(predicates)s::text[],
+            %(objects)s::text[], %(propositions)s::text[], %(starts)s::integer[], %(ends)s::integer[],
+            %(embeddings)s::vector[])
+     AS x(chunk_id, ordinal, subject, predicate, object, proposition, char_start, char_end, embedding)
+JOIN pgrag.chunk c ON c.corpus_id = %(corpus_id)s AND c.chunk_id = x.chunk_id
+ON CONFLICT (corpus_id, chunk_id, extractor, ordinal) DO NOTHING;
+
+-- name: mark_extracted
+-- Record that an extractor processed these chunks.
+INSERT INTO pgrag.chunk_extraction (corpus_id, chunk_id, extractor, triples, failed)
+SELECT c.corpus_id, x.chunk_id, %(extractor)s, x.triples, x.failed
+FROM unnest(%(chunk_ids)s::bigint[], %(counts)s::integer[], %(failed)s::boolean[]) AS x(chunk_id, triples, failed)
+JOIN pgrag.chunk c ON c.corpus_id = %(corpus_id)s AND c.chunk_id = x.chunk_id
+ON CONFLICT (corpus_id, chunk_id, extractor) DO NOTHING;
+
+-- name: ensure_triple_index
+-- The corpus's HNSW index on proposition embeddings (created once).
+SELECT pgrag.ensure_triple_index(%(corpus_id)s);
+
+-- name: propositions
+-- Propositions by similarity until they cover N distinct chunks (one or more query embeddings).
+SELECT * FROM pgrag.propositions(%(corpus)s, %(embeddings)s::vector[], %(unique_chunks)s);

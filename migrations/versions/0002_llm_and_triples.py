@@ -1,0 +1,26 @@
+"""LLM cache, triples and propositions
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+# Each revision runs exactly one plain-SQL file of the same name, without bind
+# parameters so that % and : in function bodies stay as written.
+SQL_FILE = Path(__file__).resolve().parent.parent / "sql" / "0002_llm_and_triples.sql"
+
+
+def upgrade() -> None:
+    op.get_bind().connection.driver_connection.execute(SQL_FILE.read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pgrag migrations are forward-only")

@@ -1,0 +1,33 @@
+"""Every prompt pgrag sends, in one place, each with the paper it follows.
+
+Templates use ``str.format`` fields. Keep them compact: prompt tokens are a cost
+that ``pgrag eval`` reports.
+"""
+
+from __future__ import annotations
+
+# Sent after a structured reply that did not parse (pgrag's own).
+REPAIR = (
+    "Your previous reply could not be used: {error}. Reply again with only the JSON value, "
+    "no explanation and no code fences."
+)
+
+# Named entity recognition before OpenIE, as in HippoRAG's two-step extraction
+# (Gutiérrez et al., 2024), which T2RAG (../shared/papers/t2rag.md) reuses for
+# its offline proposition index.
+NER_SYSTEM = "You extract named entities from a passage."
+NER_USER = (
+    "Passage:\n{passage}\n\n"
+    'List the named entities of the passage (people, places, organisations, works, dates) as JSON: '
+    '{{"entities": ["...", "..."]}}'
+)
+
+# OpenIE conditioned on the entities (HippoRAG / T2RAG). Each triple should name
+# at least one entity and resolve pronouns to their names.
+TRIPLES_SYSTEM = "You turn a passage into (subject, predicate, object) triples."
+TRIPLES_USER = (
+    "Passage:\n{passage}\n\nNamed entities: {entities}\n\n"
+    "Write the facts of the passage as triples. Each triple contains at least one of the named "
+    "entities; replace pronouns by the names they refer to; keep each element short. Reply with JSON: "
+    '{{"triples": [["subject", "predicate", "object"], ...]}}'
+)
