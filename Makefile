@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench llm-server clean
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ test: install
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run
+
+# A real local LLM (llama.cpp + SmolLM2-135M) at http://127.0.0.1:8080/v1, model "smollm2".
+llm-server: install
+	$(BIN)/python -m pgrag.local_llm --port 8080
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -54,6 +54,20 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
 
+def llm_options(fn: F) -> F:
+    fn = click.option("--llm-model", default=None, metavar="NAME",
+                      help="LLM model name (default: $PGRAG_LLM_MODEL).")(fn)
+    return click.option("--llm", "llm_base_url", default=None, metavar="URL",
+                        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
+                             "(default: $PGRAG_LLM_BASE_URL).")(fn)
+
+
+def _llm_settings(base_url: str | None, model: str | None) -> Any:
+    from .llm import LLMSettings
+
+    return LLMSettings.from_env(base_url=base_url, model=model)
+
+
 class PgragGroup(click.Group):
     """Turns library errors into a one-line message and exit code 1."""
 
@@ -161,9 +175,13 @@ def db_migrations_path() -> None:
 @click.option("--model", default=None, help="Embedding model for a new corpus (default: $PGRAG_EMBEDDING_MODEL or all-MiniLM-L6-v2).")
 @click.option("--batch-size", type=int, default=None, help="Documents per transaction (default 64).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option("--triples", type=click.Choice(["spacy", "llm"]), default=None,
+              help="Also extract triples and propositions (offline with spaCy, or with the LLM).")
+@llm_options
 @dsn_option
 @json_option
 def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, progress: bool,
+           triples: str | None, llm_base_url: str | None, llm_model: str | None,
            dsn: str | None, as_json: bool) -> None:
     """Ingest a JSON array, a JSONL file or a folder of .txt/.md files.
 
@@ -176,14 +194,71 @@ def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, p
 
     docs = load_path(path)
     database = _connect(dsn)
-    report = database.corpus(corpus, embedding_model=model).ingest(docs, batch_size=batch_size, progress=progress)
-    data = dataclasses.asdict(report)
+    kb = database.corpus(corpus, embedding_model=model)
+    report = kb.ingest(docs, batch_size=batch_size, progress=progress)
+    data: dict[str, Any] = dataclasses.asdict(report)
+    if triples:
+        llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
+        data["triples"] = dataclasses.asdict(kb.extract_triples(triples, llm=llm, progress=progress))
     if as_json:
         click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(
-            f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
-            f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s")
+        return
+    click.echo(
+        f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
+        f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s")
+    if triples:
+        click.echo(_extraction_line(data["triples"]))
+
+
+def _extraction_line(r: dict[str, Any]) -> str:
+    line = (f"triples ({r['extractor']}): {r['triples']} from {r['chunks']} chunks in {r['seconds']:.1f}s"
+            f"{', ' + str(r['failed_chunks']) + ' chunks with unusable LLM replies' if r['failed_chunks'] else ''}")
+    if r["llm_calls"]:
+        line += f"; LLM: {r['llm_calls']} calls, {r['llm_prompt_tokens']} + {r['llm_completion_tokens']} tokens"
+    return line
+
+
+@main.command()
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@click.option("--triples", type=click.Choice(["spacy", "llm"]), default="spacy", show_default=True,
+              help="Extractor: offline spaCy dependency rules, or LLM OpenIE.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks per transaction.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@llm_options
+@dsn_option
+@json_option
+def extract(corpus: str, triples: str, batch_size: int, progress: bool, llm_base_url: str | None,
+            llm_model: str | None, dsn: str | None, as_json: bool) -> None:
+    """Extract triples and propositions from the chunks not yet processed (resumable).
+
+        pgrag extract --corpus 2wiki --triples spacy
+        pgrag extract --corpus 2wiki --triples llm --llm http://127.0.0.1:8080/v1 --llm-model smollm2
+    """
+    kb = _connect(dsn).corpus(corpus, create=False)
+    llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
+    data = dataclasses.asdict(kb.extract_triples(triples, llm=llm, batch_size=batch_size, progress=progress))
+    click.echo(json.dumps(data, indent=2) if as_json else _extraction_line(data))
+
+
+@main.command()
+@click.argument("question")
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@click.option("--chunks", "unique_chunks", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Stop once the propositions cover this many distinct chunks.")
+@dsn_option
+@json_option
+def propositions(question: str, corpus: str, unique_chunks: int, dsn: str | None, as_json: bool) -> None:
+    """Propositions closest to QUESTION, until they cover N distinct source chunks.
+
+        pgrag propositions "Who is the mother of Lothair II?" --corpus 2wiki --chunks 5
+    """
+    props = _connect(dsn).corpus(corpus, create=False).propositions(question, unique_chunks=unique_chunks)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(p) for p in props], indent=2, ensure_ascii=False))
+        return
+    for p in props:
+        click.echo(f"{p.rank}. ({p.subject} | {p.predicate} | {p.object})  score {p.score:.4f}  "
+                   f"[{p.title or p.external_id}, chunk {p.chunk_id}, chars {p.char_start}-{p.char_end}]")
 
 
 @main.command()
@@ -308,10 +383,14 @@ def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a Recall@k bar chart (PNG) here.")
 @click.option("--progress/--no-progress", default=True, help="Show progress bars.")
+@click.option("--extract", type=click.Choice(["spacy", "llm"]), default=None,
+              help="Also build triples and propositions with this extractor (once; reused).")
+@llm_options
 @dsn_option
 def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
                  depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
-                 plot: Path | None, progress: bool, dsn: str | None) -> None:
+                 plot: Path | None, progress: bool, extract: str | None, llm_base_url: str | None,
+                 llm_model: str | None, dsn: str | None) -> None:
     """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
 
     The corpus is indexed once, under a name derived from the file's content, and
@@ -325,7 +404,10 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     questions = evaluate.load_questions(questions_file)
     questions = questions[:limit] if limit else questions
     database = _connect(dsn)
-    kb, corpus = evaluate.prepare_corpus(database, corpus_file, progress=progress)
+    llm = None
+    if extract == "llm":  # the LLM's replies are cached in the eval corpus
+        llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(_llm_settings(llm_base_url, llm_model))
+    kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, llm=llm, progress=progress)
     report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, progress=progress)
     data = report.to_json()
     text = markdown_report(data)

