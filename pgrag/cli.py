@@ -195,11 +195,9 @@ def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, p
     docs = load_path(path)
     database = _connect(dsn)
     kb = database.corpus(corpus, embedding_model=model)
-    report = kb.ingest(docs, batch_size=batch_size, progress=progress)
+    llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
+    report = kb.ingest(docs, batch_size=batch_size, progress=progress, extract_triples=triples or False, llm=llm)
     data: dict[str, Any] = dataclasses.asdict(report)
-    if triples:
-        llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
-        data["triples"] = dataclasses.asdict(kb.extract_triples(triples, llm=llm, progress=progress))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

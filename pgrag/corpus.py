@@ -56,13 +56,27 @@ class Corpus:
     # -- writing -----------------------------------------------------------
 
     def ingest(self, documents: Iterable[Mapping[str, Any] | DocumentIn], *,
-               batch_size: int | None = None, progress: bool = True) -> IngestReport:
+               batch_size: int | None = None, progress: bool = True,
+               extract_triples: bool | str = False, llm: "LLM | None" = None) -> IngestReport:
         """Add or replace documents (dicts with ``id``, ``title``, ``text``, ``metadata``).
 
         Everything is validated first (``InputError``, nothing written); a document
         whose content hash is already indexed is skipped; changed content replaces
-        the old version completely."""
-        return self._ingest(validate(documents), batch_size, progress)
+        the old version completely. ``extract_triples`` (``"spacy"``, ``"llm"``, or
+        ``True`` for the LLM when one is configured, else spaCy) then extracts
+        triples and propositions for the new chunks; the result is ``report.triples``."""
+        report = self._ingest(validate(documents), batch_size, progress)
+        if extract_triples:
+            extractor = extract_triples if isinstance(extract_triples, str) else (
+                "llm" if llm is not None or self._llm_configured() else "spacy")
+            report.triples = self.extract_triples(extractor, llm=llm, progress=progress)
+        return report
+
+    @staticmethod
+    def _llm_configured() -> bool:
+        from .llm import LLMSettings
+
+        return LLMSettings.from_env().configured
 
     def index(self, *, batch_size: int | None = None, progress: bool = True) -> IngestReport:
         """Index documents that were inserted or changed directly in the tables

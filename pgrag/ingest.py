@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -56,7 +57,7 @@ class IngestReport:
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0
     other_seconds: float = 0.0
-
+    triples: Any = None  # an extract.ExtractionReport when triples were extracted
 
 @dataclass(slots=True)
 class _ChunkRow:

@@ -4,6 +4,7 @@ provenance, incremental updates, and pgrag.propositions' chunk budget."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -139,3 +140,33 @@ def test_endpoint_down_mid_extraction_keeps_work_and_resumes(db, kb):
         assert report.chunks == sum(c["chunks"] for c in db.corpora()) - 2
         assert all("named entities" in r["messages"][-1]["content"] or "triples" in r["messages"][-1]["content"]
                    for r in fake.requests)
+
+
+def test_ingest_can_extract_triples(db, wiki_docs, monkeypatch):
+    monkeypatch.delenv("PGRAG_LLM_MODEL", raising=False)
+    kb = db.corpus("ingest-triples")
+    report = kb.ingest(wiki_docs[:2], progress=False, extract_triples=True)   # no LLM configured: spaCy
+    assert report.triples.extractor == "spacy" and report.triples.triples > 0
+    assert len(triples(db, kb)) == report.triples.triples
+    again = kb.ingest(wiki_docs[:3], progress=False, extract_triples="spacy")  # only the new document's chunks
+    assert again.added == 1 and 0 < again.triples.chunks <= 2
+
+
+def test_cli_ingest_with_triples_and_propositions(database_uri, tmp_path, wiki_docs):
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    path = tmp_path / "docs.json"
+    path.write_text(json.dumps(wiki_docs))
+    runner = CliRunner()
+    result = runner.invoke(main, ["ingest", str(path), "--corpus", "cli-t", "--triples", "spacy",
+                                  "--no-progress", "--dsn", database_uri], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"triples \(spacy\): \d+ from \d+ chunks", result.output)
+    result = runner.invoke(main, ["propositions", "Who did Lothair II marry?", "--corpus", "cli-t",
+                                  "--chunks", "1", "--dsn", database_uri, "--json"], catch_exceptions=False)
+    rows = json.loads(result.output)
+    assert rows and {r["external_id"] for r in rows} == {"lothair"}
+    result = runner.invoke(main, ["extract", "--corpus", "cli-t", "--dsn", database_uri], catch_exceptions=False)
+    assert "triples (spacy): 0 from 0 chunks" in result.output
