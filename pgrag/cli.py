@@ -220,12 +220,13 @@ def _extraction_line(r: dict[str, Any]) -> str:
 @click.option("--corpus", "-c", required=True, help="Corpus name.")
 @click.option("--triples", type=click.Choice(["spacy", "llm"]), default="spacy", show_default=True,
               help="Extractor: offline spaCy dependency rules, or LLM OpenIE.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks per transaction.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Chunks per transaction (default 32 for spacy, 8 for llm).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @llm_options
 @dsn_option
 @json_option
-def extract(corpus: str, triples: str, batch_size: int, progress: bool, llm_base_url: str | None,
+def extract(corpus: str, triples: str, batch_size: int | None, progress: bool, llm_base_url: str | None,
             llm_model: str | None, dsn: str | None, as_json: bool) -> None:
     """Extract triples and propositions from the chunks not yet processed (resumable).
 

@@ -99,8 +99,8 @@ class Corpus:
 
         return LLM(self.db, self.id, settings or LLMSettings.from_env())
 
-    def extract_triples(self, extractor: str = "spacy", *, llm: "LLM | None" = None, batch_size: int = 32,
-                        progress: bool = True) -> "ExtractionReport":
+    def extract_triples(self, extractor: str = "spacy", *, llm: "LLM | None" = None,
+                        batch_size: int | None = None, progress: bool = True) -> "ExtractionReport":
         """Extract (subject, predicate, object) triples and their proposition
         embeddings from every chunk not yet processed by ``extractor``
         (``"spacy"`` offline, or ``"llm"``). Resumable: re-running continues."""

@@ -51,9 +51,11 @@ class ExtractionReport:
     errors: list[str] = field(default_factory=list)
 
 
-def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None = None, batch_size: int = 32,
-                    progress: bool = True) -> ExtractionReport:
-    """Extract triples from every chunk of ``kb`` not yet processed by ``extractor``."""
+def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None = None,
+                    batch_size: int | None = None, progress: bool = True) -> ExtractionReport:
+    """Extract triples from every chunk of ``kb`` not yet processed by ``extractor``
+    (``batch_size`` chunks per transaction: 32 for spaCy, 8 for the slower LLM)."""
+    batch_size = batch_size or (8 if extractor == "llm" else 32)
     if extractor not in EXTRACTORS:
         raise InputError(f"unknown triple extractor {extractor!r}; choose one of {', '.join(EXTRACTORS)}")
     if extractor == "llm" and llm is None:

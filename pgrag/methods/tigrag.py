@@ -218,14 +218,16 @@ def _hop(corpus: "Corpus", graph: TokenGraph, query: str, embeddings: list[np.nd
 
 def _entities(corpus: "Corpus", chunk_ids: list[int], settings: TigragSettings, trace: Trace) -> list[str]:
     """Entities of the chunks, in rank then text order: stored at ingest, or from
-    spaCy for chunks that have none stored."""
+    spaCy when the corpus has none stored at all."""
     t0 = time.perf_counter()
     rows = corpus.db.fetchall("chunk_entities", {"corpus_id": corpus.id, "chunk_ids": chunk_ids})
     by_chunk: dict[int, list[tuple[str, str]]] = {c: [] for c in chunk_ids}
     for chunk_id, entity, label in rows:
         by_chunk[chunk_id].append((entity, label))
+    # Ingest runs NER on every chunk, so a chunk without rows simply names nobody;
+    # spaCy runs here only for corpora whose chunks were written without NER.
     missing = [c for c in chunk_ids if not by_chunk[c]]
-    if missing:
+    if missing and not corpus.db.fetch_row("has_entities", {"corpus_id": corpus.id})[0]:
         texts = {cid: text for cid, _title, text in corpus.db.fetchall(
             "chunk_texts", {"corpus_id": corpus.id, "chunk_ids": missing})}
         parsed = nlp.parse([texts[c] for c in missing], corpus.settings.spacy_model)
