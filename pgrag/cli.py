@@ -421,6 +421,14 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
 
 # -- benchmarks --------------------------------------------------------------
 
+def _echo_json(result: dict[str, Any], out: Path | None) -> None:
+    """Print a benchmark's figures as JSON, and save them to ``out`` when given."""
+    text = json.dumps(result, indent=2)
+    click.echo(text)
+    if out:
+        out.write_text(text + "\n")
+
+
 @main.group(cls=PgragGroup)
 def bench() -> None:
     """Benchmarks: timings and ratios measured in one run."""
@@ -437,10 +445,7 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
     from .bench import ingest_benchmark
 
     result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size)
-    text = json.dumps(result, indent=2)
-    click.echo(text)
-    if out:
-        out.write_text(text + "\n")
+    _echo_json(result, out)
 
 
 @bench.command("queries")
@@ -463,10 +468,7 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
 
     result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
                              k=k, warmup=warmup, limit=limit)
-    text = json.dumps(result, indent=2)
-    click.echo(text)
-    if out:
-        out.write_text(text + "\n")
+    _echo_json(result, out)
 
 
 
@@ -483,10 +485,7 @@ def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path |
     from .bench import graph_benchmark
 
     result = graph_benchmark(_connect(dsn), corpus_file, questions_file, limit=limit)
-    text = json.dumps(result, indent=2)
-    click.echo(text)
-    if out:
-        out.write_text(text + "\n")
+    _echo_json(result, out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
 from . import methods as method_registry
@@ -169,30 +168,27 @@ def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = N
     docs = load_path(corpus_file)
     kb = db.corpus(corpus_name_for(corpus_file))
     report = kb.ingest(docs, progress=progress)
+    built = report.added + report.replaced
+    if built:
+        _add_seconds(db, kb.id, "index_seconds", report.total_seconds)
     if extract:
         extraction = kb.extract_triples(extract, llm=llm, progress=progress)
         if extraction.chunks:
-            settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
-            key = f"extract_seconds_{extract}"
-            with db.transaction() as conn:
-                conn.execute(query("merge_corpus_settings"), {"corpus_id": kb.id, "patch": Jsonb(
-                    {key: float(settings.get(key, 0.0)) + extraction.seconds})})
-    built = report.added + report.replaced
+            _add_seconds(db, kb.id, f"extract_seconds_{extract}", extraction.seconds)
     settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
-    index_seconds = float(settings.get("index_seconds", 0.0))
-    if built:
-        # Accumulates across interrupted runs, so it is the whole index's cost.
-        index_seconds += report.total_seconds
-        with db.transaction() as conn:
-            conn.execute(query("merge_corpus_settings"), {
-                "corpus_id": kb.id, "patch": Jsonb({"index_seconds": index_seconds, "source": str(corpus_file)})})
     stats = next(c for c in db.corpora() if c["name"] == kb.name)
-    settings = db.fetch_row("corpus_settings", {"corpus_id": kb.id})[0] or {}
     return kb, EvalCorpus(file=str(corpus_file), name=kb.name, documents=stats["documents"],
-                          chunks=stats["chunks"], index_seconds=round(index_seconds, 3),
+                          chunks=stats["chunks"], index_seconds=round(float(settings.get("index_seconds", 0.0)), 3),
                           reused=built == 0, embedding_model=kb.info.embedding_model,
                           extract_seconds={k.removeprefix("extract_seconds_"): round(v, 3)
                                            for k, v in settings.items() if k.startswith("extract_seconds_")})
+
+
+def _add_seconds(db: "Database", corpus_id: int, key: str, seconds: float) -> None:
+    """Add to a build cost kept in the corpus's settings: an interrupted build and
+    the run that completes it add up to the whole cost."""
+    with db.transaction() as conn:
+        conn.execute(query("add_corpus_seconds"), {"corpus_id": corpus_id, "key": key, "seconds": seconds})
 
 
 # -- the run -----------------------------------------------------------------

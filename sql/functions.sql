@@ -191,27 +191,37 @@ BEGIN
 END
 $$;
 
--- One partial HNSW index per corpus, on the embedding cast to the corpus's
--- dimension. The index name and dimension come from the corpus row, never from
--- caller input. Built after a corpus's first bulk load (faster than row by row).
-CREATE OR REPLACE FUNCTION pgrag.ensure_chunk_index(p_corpus bigint) RETURNS void
+-- One partial HNSW index per corpus and embedding table (chunk or triple), on the
+-- embedding cast to the corpus's dimension; built after a corpus's first bulk load
+-- (faster than row by row). p_table comes from pgrag's code, never from input, and
+-- is checked against the two tables that have embeddings.
+CREATE OR REPLACE FUNCTION pgrag.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
     dim integer;
+    index_name text := p_table || '_embedding_hnsw_' || p_corpus;
 BEGIN
+    IF p_table NOT IN ('chunk', 'triple') THEN
+        RAISE EXCEPTION 'pgrag: no embeddings in table %', quote_literal(p_table);
+    END IF;
     -- Checked first: CREATE INDEX IF NOT EXISTS would still take a SHARE lock on
-    -- pgrag.chunk, briefly blocking writers of every corpus.
-    IF to_regclass(format('pgrag.%I', 'chunk_embedding_hnsw_' || p_corpus)) IS NOT NULL THEN
+    -- the table, briefly blocking writers of every corpus.
+    IF to_regclass(format('pgrag.%I', index_name)) IS NOT NULL THEN
         RETURN;
     END IF;
     SELECT c.embedding_dim INTO STRICT dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
     EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pgrag.chunk USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',
-        'chunk_embedding_hnsw_' || p_corpus, dim, p_corpus);
+        'CREATE INDEX IF NOT EXISTS %I ON pgrag.%I USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',
+        index_name, p_table, dim, p_corpus);
 END
 $$;
+
+CREATE OR REPLACE FUNCTION pgrag.ensure_chunk_index(p_corpus bigint) RETURNS void
+LANGUAGE sql
+SET search_path FROM CURRENT
+AS $$ SELECT pgrag.ensure_hnsw_index(p_corpus, 'chunk') $$;
 
 CREATE OR REPLACE FUNCTION pgrag.drop_corpus(corpus text) RETURNS void
 LANGUAGE plpgsql
@@ -588,21 +598,9 @@ $$;
 -- ---------------------------------------------------------------------------
 
 CREATE OR REPLACE FUNCTION pgrag.ensure_triple_index(p_corpus bigint) RETURNS void
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path FROM CURRENT
-AS $$
-DECLARE
-    dim integer;
-BEGIN
-    IF to_regclass(format('pgrag.%I', 'triple_embedding_hnsw_' || p_corpus)) IS NOT NULL THEN
-        RETURN;
-    END IF;
-    SELECT c.embedding_dim INTO STRICT dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pgrag.triple USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE corpus_id = %s',
-        'triple_embedding_hnsw_' || p_corpus, dim, p_corpus);
-END
-$$;
+AS $$ SELECT pgrag.ensure_hnsw_index(p_corpus, 'triple') $$;
 
 -- Propositions by descending similarity to any of the query embeddings (one
 -- global pool; a proposition's score is its best cosine over the queries), taken

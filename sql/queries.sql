@@ -21,9 +21,12 @@ FROM pgrag.corpus WHERE name = %(name)s;
 -- A corpus's free-form settings (what was built, when, how long it took).
 SELECT settings FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
 
--- name: merge_corpus_settings
--- Merge keys into a corpus's settings.
-UPDATE pgrag.corpus SET settings = settings || %(patch)s WHERE corpus_id = %(corpus_id)s;
+-- name: add_corpus_seconds
+-- Add seconds to a build cost kept in a corpus's settings (one atomic update).
+UPDATE pgrag.corpus
+SET settings = settings || jsonb_build_object(%(key)s::text,
+                                              coalesce((settings ->> %(key)s::text)::float8, 0) + %(seconds)s)
+WHERE corpus_id = %(corpus_id)s;
 
 -- name: create_corpus
 -- Create a corpus and its graph version row (no-op if the corpus exists).
