@@ -116,7 +116,13 @@ def _entity_list(value: Any) -> list[str]:
     items = value.get("entities") if isinstance(value, dict) else value
     if not isinstance(items, list):
         raise ValueError('expected {"entities": [...]}')
-    return [str(e).strip() for e in items if isinstance(e, (str, int, float)) and str(e).strip()]
+    names = []
+    for e in items:
+        if isinstance(e, dict):  # small models like {"name": ..., "type": ...}
+            e = e.get("name") or e.get("text") or e.get("entity")
+        if isinstance(e, (str, int, float)) and str(e).strip():
+            names.append(" ".join(str(e).split()))
+    return names
 
 
 def _triple_list(value: Any) -> list[tuple[str, str, str]]:
