@@ -10,6 +10,7 @@ killed) keeps what it finished and the next run continues from there.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None =
         raise InputError("the llm extractor needs an LLM (configure PGRAG_LLM_BASE_URL and PGRAG_LLM_MODEL)")
     started = time.perf_counter()
     report = ExtractionReport(extractor=extractor)
+    spent_before = dataclasses.replace(llm.usage) if llm is not None else None
     pending = kb.db.fetchall("chunks_to_extract", {"corpus_id": kb.id, "extractor": extractor})
     try:
         with tqdm(total=len(pending), unit="chunk", desc=f"triples ({extractor})",
@@ -81,10 +83,10 @@ def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None =
         if report.triples:
             with kb.db.transaction() as conn:
                 conn.execute(query("ensure_triple_index"), {"corpus_id": kb.id})
-        if llm is not None:
-            report.llm_calls = llm.usage.calls
-            report.llm_prompt_tokens = llm.usage.prompt_tokens
-            report.llm_completion_tokens = llm.usage.completion_tokens
+        if llm is not None and spent_before is not None:  # this run's share of the client's usage
+            report.llm_calls = llm.usage.calls - spent_before.calls
+            report.llm_prompt_tokens = llm.usage.prompt_tokens - spent_before.prompt_tokens
+            report.llm_completion_tokens = llm.usage.completion_tokens - spent_before.completion_tokens
         report.seconds = time.perf_counter() - started
     return report
 
