@@ -11,6 +11,7 @@ killed) keeps what it finished and the next run continues from there.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -106,7 +107,8 @@ def _llm_chunk(llm: LLM, text: str, report: ExtractionReport) -> list[Extracted]
              {"role": "user", "content": prompts.NER_USER.format(passage=text)}], _entity_list)
         triples = llm.structured(
             [{"role": "system", "content": prompts.TRIPLES_SYSTEM},
-             {"role": "user", "content": prompts.TRIPLES_USER.format(passage=text, entities=entities)}],
+             {"role": "user", "content": prompts.TRIPLES_USER.format(
+                 passage=text, entities=json.dumps(entities, ensure_ascii=False))}],
             _triple_list)
     except LLMReplyError as exc:
         report.errors.append(str(exc))

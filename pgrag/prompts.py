@@ -16,18 +16,25 @@ REPAIR = (
 # (Gutiérrez et al., 2024), which T2RAG (../shared/papers/t2rag.md) reuses for
 # its offline proposition index.
 NER_SYSTEM = "You extract named entities from a passage."
+# One worked example, as HippoRAG's prompts have: small models follow a shown
+# format far better than a described one.
 NER_USER = (
+    'Example passage: "Marie Curie was born in Warsaw in 1867."\n'
+    'Example answer: {{"entities": ["Marie Curie", "Warsaw", "1867"]}}\n\n'
     "Passage:\n{passage}\n\n"
-    'List the named entities of the passage (people, places, organisations, works, dates) as JSON: '
-    '{{"entities": ["...", "..."]}}'
+    "List the named entities of the passage (people, places, organisations, works, dates) as JSON "
+    'in the same format: {{"entities": ["...", "..."]}}'
 )
 
 # OpenIE conditioned on the entities (HippoRAG / T2RAG). Each triple should name
 # at least one entity and resolve pronouns to their names.
 TRIPLES_SYSTEM = "You turn a passage into (subject, predicate, object) triples."
 TRIPLES_USER = (
+    'Example passage: "Marie Curie was born in Warsaw. She won the Nobel Prize."\n'
+    'Example answer: {{"triples": [["Marie Curie", "was born in", "Warsaw"], '
+    '["Marie Curie", "won", "the Nobel Prize"]]}}\n\n'
     "Passage:\n{passage}\n\nNamed entities: {entities}\n\n"
     "Write the facts of the passage as triples. Each triple contains at least one of the named "
-    "entities; replace pronouns by the names they refer to; keep each element short. Reply with JSON: "
-    '{{"triples": [["subject", "predicate", "object"], ...]}}'
+    "entities; replace pronouns by the names they refer to; keep each element short. Reply with JSON "
+    'in the same format: {{"triples": [["subject", "predicate", "object"], ...]}}'
 )
