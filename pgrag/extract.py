@@ -46,6 +46,7 @@ class ExtractionReport:
     chunks: int = 0
     triples: int = 0
     failed_chunks: int = 0
+    ungrounded: int = 0   # LLM triples dropped: neither subject nor object occurs in the chunk
     seconds: float = 0.0
     llm_calls: int = 0
     llm_prompt_tokens: int = 0
@@ -113,7 +114,12 @@ def _llm_chunk(llm: LLM, text: str, report: ExtractionReport) -> list[Extracted]
     except LLMReplyError as exc:
         report.errors.append(str(exc))
         return None
-    return [Extracted(s, p, o, *_sentence_of(text, s, o)) for s, p, o in triples]
+    # Small models copy the prompt's example or invent facts: keep a triple only
+    # when its subject or object actually occurs in the passage.
+    lowered = text.lower()
+    grounded = [(s, p, o) for s, p, o in triples if s.lower() in lowered or o.lower() in lowered]
+    report.ungrounded += len(triples) - len(grounded)
+    return [Extracted(s, p, o, *_sentence_of(text, s, o)) for s, p, o in grounded]
 
 
 def _entity_list(value: Any) -> list[str]:

@@ -96,7 +96,9 @@ def scripted_openie(request):
         return json.dumps({"entities": ["Lothair II"]})
     if any("Garbage" in m["content"] for m in request["messages"]):
         return "I cannot do that."
-    return json.dumps({"triples": [["Lothair II", "was married to", "Teutberga"], ["x", "", "y"]]})
+    title = prompt.split("Passage:\n", 1)[1].split("\n", 1)[0]        # the chunk's title line
+    return json.dumps({"triples": [[title, "is the subject of", "a passage"], ["x", "", "y"],
+                                   ["Marie Curie", "was born in", "Warsaw"]]})
 
 
 def test_llm_extraction_with_cache_and_failures(db, kb):
@@ -107,10 +109,13 @@ def test_llm_extraction_with_cache_and_failures(db, kb):
         n_chunks = sum(c["chunks"] for c in db.corpora())
         assert report.chunks == n_chunks
         assert report.failed_chunks == 1 and len(report.errors) == 1   # the junk chunk, after a repair
-        assert report.triples == n_chunks - 1          # one valid triple per good chunk (the bad one dropped)
+        # per good chunk: one valid triple kept, one malformed dropped, one not in the passage dropped
+        assert report.triples == n_chunks - 1 and report.ungrounded == n_chunks - 1
         assert report.llm_prompt_tokens > 0 and report.llm_calls == len(fake.requests)
         rows = triples(db, kb, "llm")
-        assert {(s, p, o) for s, p, o, *_ in rows} == {("Lothair II", "was married to", "Teutberga")}
+        assert {(s, p, o) for s, p, o, *_ in rows} == {
+            (title, "is the subject of", "a passage") for title in
+            ("Lothair II", "Ermengarde of Tours", "Nicki Minaj", "Changed It", "A long document")}
         # the cache: forget what was extracted and run again -> not one new request
         requests = len(fake.requests)
         with db.transaction() as conn:
