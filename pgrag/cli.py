@@ -337,10 +337,14 @@ def render_hit(hit: Any, indent: str = "") -> str:
     excerpt = " ".join(hit.text.split())
     excerpt = excerpt if len(excerpt) <= 160 else excerpt[:157] + "..."
     sentences = f"sentences {p.sentences[0].ordinal}-{p.sentences[-1].ordinal}" if p.sentences else "no sentences"
-    return (f"{indent}{hit.rank}. {p.title or p.external_id}  (score {hit.score:.4f})\n"
+    text = (f"{indent}{hit.rank}. {p.title or p.external_id}  (score {hit.score:.4f})\n"
             f"{indent}   {excerpt}\n"
             f"{indent}   provenance: document {p.external_id!r} (id {p.document_id}), chunk {p.chunk_ordinal}, "
             f"chars {p.char_start}-{p.char_end}, {sentences}")
+    if hit.details:  # why the method ranked it there (e.g. TIGRAG's hop, rho and cosine)
+        why = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in hit.details.items())
+        text += f"\n{indent}   why: {why}"
+    return text
 
 
 # -- evaluation --------------------------------------------------------------

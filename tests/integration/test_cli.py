@@ -113,3 +113,4 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
         assert f"[{method}]" in result.output
     assert result.output.count("provenance: document") >= 2 * len(sample_questions())
     assert re.search(r"chunk \d+, chars \d+-\d+, sentences \d+-\d+", result.output)
+    assert re.search(r"why: hop [12], rho \d+\.\d+, cosine", result.output)   # TIGRAG says why
