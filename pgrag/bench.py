@@ -69,7 +69,7 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
     for name in names:
         methods.get(name)
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
-    questions = load_questions(questions_file)[:limit] if limit else load_questions(questions_file)
+    questions = load_questions(questions_file)[:limit]
     for name in names:
         for q in questions[:warmup]:
             kb.retrieve(q.question, method=name, k=k)

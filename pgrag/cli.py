@@ -50,6 +50,19 @@ def data_dir_option(fn: F) -> F:
     )(fn)
 
 
+def corpus_file_option(fn: F) -> F:
+    return click.option(
+        "--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+        help='Corpus: a JSON list of {"title","text"} or {"id","title","text"}, or JSONL; '
+             "indexed once into a corpus named after its content.")(fn)
+
+
+def questions_option(fn: F) -> F:
+    return click.option(
+        "--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        required=True, help="JSONL questions: id, question, answer, supporting_titles[, answer_aliases].")(fn)
+
+
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
@@ -369,10 +382,8 @@ def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list
 
 
 @main.command("eval")
-@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help='JSON list of {"title","text"} or {"id","title","text"} (or JSONL).')
-@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True, help="JSONL: id, question, answer, supporting_titles[, answer_aliases].")
+@corpus_file_option
+@questions_option
 @click.option("--methods", "method_names", default=",".join(method_registry.names(variants=False)), show_default=True,
               callback=_method_list, help="Comma-separated methods to compare.")
 @click.option("--k", "ks", default="2,5", show_default=True, callback=_int_list,
@@ -453,10 +464,8 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
 
 
 @bench.command("queries")
-@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="JSON/JSONL corpus (indexed once, as for pgrag eval).")
-@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True, help="JSONL questions.")
+@corpus_file_option
+@questions_option
 @click.option("--methods", "method_names", default=",".join(method_registry.names(variants=False)), show_default=True,
               callback=_method_list, help="Comma-separated methods (dense is always included).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
@@ -475,12 +484,9 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
     _echo_json(result, out)
 
 
-
 @bench.command("graph")
-@click.option("--corpus-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="JSON/JSONL corpus (indexed once, as for pgrag eval).")
-@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True, help="JSONL questions (their tokens seed the PPR).")
+@corpus_file_option
+@questions_option
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Questions to time.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
