@@ -25,10 +25,10 @@ from .exceptions import (
     UnsupportedServer,
 )
 from .ingest import IngestReport
-from .results import Hit, Hits, Provenance, Trace
+from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
-    "connect", "Database", "Corpus", "Settings", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
+    "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
     "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
     "ExtensionMissing", "InputError", "ServerError", "UnknownMethod", "UnsupportedServer",
 ]

@@ -279,21 +279,29 @@ def propositions(question: str, corpus: str, unique_chunks: int, dsn: str | None
 @click.option("--method", "-m", default="dense", show_default=True,
               help=f"Retrieval method: {', '.join(method_registry.names())}.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Number of hits.")
+@llm_options
 @dsn_option
 @json_option
-def query(question: str, corpus: str, method: str, k: int, dsn: str | None, as_json: bool) -> None:
-    """Retrieve the top-k chunks for QUESTION, with provenance.
+def query(question: str, corpus: str, method: str, k: int, llm_base_url: str | None, llm_model: str | None,
+          dsn: str | None, as_json: bool) -> None:
+    """Retrieve the top-k chunks for QUESTION, with provenance; answering methods
+    (t2rag, threadrag, cirag) also print their answer when an LLM is configured.
 
         pgrag query "Who is the mother of Lothair II?" --corpus 2wiki --method bm25 -k 5
     """
     database = _connect(dsn)
-    hits = database.corpus(corpus, create=False).retrieve(question, method=method, k=k)
+    kb = database.corpus(corpus, create=False)
+    settings = _llm_settings(llm_base_url, llm_model)
+    options = {"llm": kb.llm(settings)} if settings.configured and method_registry.takes_option(method, "llm") else {}
+    hits = kb.retrieve(question, method=method, k=k, **options)
     if as_json:
-        click.echo(json.dumps({"hits": [dataclasses.asdict(h) for h in hits],
+        click.echo(json.dumps({"answer": hits.answer, "hits": [dataclasses.asdict(h) for h in hits],
                                "trace": dataclasses.asdict(hits.trace)}, indent=2, ensure_ascii=False))
-    else:
-        for hit in hits:
-            click.echo(render_hit(hit))
+        return
+    if hits.answer is not None:
+        click.echo(click.style(f"answer: {hits.answer}", bold=True))
+    for hit in hits:
+        click.echo(render_hit(hit))
 
 
 @main.command()
@@ -418,11 +426,13 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     questions = evaluate.load_questions(questions_file)
     questions = questions[:limit] if limit else questions
     database = _connect(dsn)
+    settings = _llm_settings(llm_base_url, llm_model)
     llm = None
-    if extract == "llm":  # the LLM's replies are cached in the eval corpus
-        llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(_llm_settings(llm_base_url, llm_model))
+    if extract == "llm" or settings.configured:  # replies are cached in the eval corpus
+        llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(settings)
     kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, llm=llm, progress=progress)
-    report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, progress=progress)
+    report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
+                               progress=progress)
     data = report.to_json()
     text = markdown_report(data)
     click.echo(text)

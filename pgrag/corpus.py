@@ -13,7 +13,7 @@ from .embed import Embedder, get_embedder
 from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
 from .ingest import CorpusInfo, IngestReport, ingest
 from .queries import query
-from .results import Hit, Hits, Proposition, Provenance, SentenceSpan
+from .results import Answer, Hit, Hits, Proposition, Provenance, SentenceSpan
 from .sources import DocumentIn, validate
 
 if TYPE_CHECKING:
@@ -149,9 +149,18 @@ class Corpus:
             raise PgragError("k must be at least 1")
         # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
         fn = methods.get(method)
-        if options and not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
-            raise PgragError(f"method {method!r} takes no options (got {', '.join(options)})")
+        unknown = [name for name in options if not methods.takes_option(method, name)]
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+            raise PgragError(f"method {method!r} does not take option(s) {', '.join(unknown)}")
         return fn(self, question.replace("\x00", " "), k, **options)
+
+    def answer(self, question: str, *, method: str = "t2rag", k: int = 5, **options: Any) -> Answer:
+        """Answer ``question`` with an answering method (``t2rag``, ``threadrag``,
+        ``cirag``): the answer text, the evidence hits and the trace. Pass
+        ``llm=corpus.llm(LLMSettings(...))`` or configure PGRAG_LLM_*; without an
+        LLM ``text`` is None and the evidence is the method's fallback retrieval."""
+        hits = self.retrieve(question, method=method, k=k, **options)
+        return Answer(text=hits.answer, method=method, evidence=hits)
 
     def tokenize(self, text: str) -> list[str]:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""

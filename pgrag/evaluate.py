@@ -194,12 +194,14 @@ def _add_seconds(db: "Database", corpus_id: int, key: str, seconds: float) -> No
 # -- the run -----------------------------------------------------------------
 
 def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], method_names: Sequence[str],
-             *, ks: Sequence[int] = DEFAULT_KS, depth: int | None = None, progress: bool = True) -> Report:
+             *, ks: Sequence[int] = DEFAULT_KS, depth: int | None = None, llm: "LLM | None" = None,
+             progress: bool = True) -> Report:
     """Run every method on every question and aggregate.
 
     Each method returns ``depth`` chunks (default 4 × the largest k); Recall@k
     counts the first k distinct documents among them. Latency is the wall time of
-    ``kb.retrieve`` after one untimed warm-up query per method."""
+    ``kb.retrieve`` after one untimed warm-up query per method. ``llm`` goes to
+    the methods that take one (the answering methods); the others ignore it."""
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1:
         raise InputError("k values must be positive integers")
@@ -208,19 +210,20 @@ def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], me
     depth = depth or 4 * ks[-1]
     report = Report(corpus=corpus, questions=len(questions), ks=ks, depth=depth)
     for name in method_names:
-        rows = _run_method(kb, name, questions, ks, depth, progress)
+        options = {"llm": llm} if llm is not None and method_registry.takes_option(name, "llm") else {}
+        rows = _run_method(kb, name, questions, ks, depth, options, progress)
         report.per_question.extend(rows)
         report.methods[name] = _aggregate(rows, ks)
     return report
 
 
 def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tuple[int, ...],
-                depth: int, progress: bool) -> list[dict[str, Any]]:
-    kb.retrieve(questions[0].question, method=name, k=depth)  # warm-up: models, caches
+                depth: int, options: dict[str, Any], progress: bool) -> list[dict[str, Any]]:
+    kb.retrieve(questions[0].question, method=name, k=depth, **options)  # warm-up: models, caches
     rows = []
     for q in tqdm(questions, desc=f"eval {name}", unit="q", disable=not progress):
         t0 = time.perf_counter()
-        hits = kb.retrieve(q.question, method=name, k=depth)
+        hits = kb.retrieve(q.question, method=name, k=depth, **options)
         latency_ms = (time.perf_counter() - t0) * 1000
         docs = distinct_documents(h.title for h in hits)
         row: dict[str, Any] = {

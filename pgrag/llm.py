@@ -93,6 +93,10 @@ class Usage:
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
+    def since(self, before: "Usage") -> "Usage":
+        """What was spent after ``before`` (a copy taken with ``dataclasses.replace``)."""
+        return Usage(**{f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)})
+
 
 @dataclass(frozen=True, kw_only=True)
 class Reply:

@@ -53,8 +53,16 @@ class Trace:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    llm_calls: int = 0
+
     def step(self, name: str, **data: Any) -> None:
         self.steps.append({"step": name, **data})
+
+    def charge(self, usage: Any) -> None:
+        """Add the tokens of some LLM calls (a ``pgrag.llm.Usage``) to this trace."""
+        self.llm_calls += usage.calls
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
 
 
 class Hits(list[Hit]):
@@ -65,6 +73,20 @@ class Hits(list[Hit]):
         super().__init__(hits)
         self.trace = trace
         self.answer = answer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """A generated answer with the evidence it rests on. ``text`` is None when
+    the method produced no answer (no LLM configured, or a retrieval-only method)."""
+
+    text: str | None
+    method: str
+    evidence: Hits
+
+    @property
+    def trace(self) -> Trace:
+        return self.evidence.trace
 
 
 @dataclass(frozen=True, kw_only=True)

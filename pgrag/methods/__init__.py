@@ -7,13 +7,15 @@ built-in ones are below; an application or a researcher can add its own with
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import PgragError, UnknownMethod
 
 if TYPE_CHECKING:
     from ..corpus import Corpus
+    from ..llm import LLM
     from ..results import Hits
 
 Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
@@ -53,3 +55,30 @@ def get(name: str) -> Method:
     if name not in methods:
         raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")
     return methods[name]
+
+
+def takes_option(name: str, option: str) -> bool:
+    """Whether method ``name`` accepts ``option`` as a keyword (e.g. ``llm``)."""
+    params = inspect.signature(get(name)).parameters
+    return option in params and params[option].kind in (params[option].KEYWORD_ONLY,
+                                                          params[option].POSITIONAL_OR_KEYWORD)
+
+
+def resolve_llm(kb: "Corpus", llm: "LLM | bool | None") -> "LLM | None":
+    """The LLM an LLM-driven method uses: ``llm`` itself (re-bound to this
+    corpus's cache, so no reply crosses corpora), none when ``llm`` is False,
+    else the one configured in the environment (PGRAG_LLM_*), else none."""
+    from ..llm import LLMSettings
+
+    if llm is False:
+        return None
+    if llm is None or llm is True:
+        settings = LLMSettings.from_env()
+        return kb.llm(settings) if settings.configured else None
+    return llm if llm.corpus_id == kb.id else kb.llm(llm.settings)
+
+
+def without_llm_note(llm: Any) -> str:
+    """The trace's explanation when a method runs without an LLM."""
+    return ("LLM disabled (llm=False)" if llm is False else
+            "no LLM configured (PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL, or llm=...): retrieval-only fallback")

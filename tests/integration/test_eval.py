@@ -163,3 +163,35 @@ def test_em_f1_and_tokens_for_a_method_that_answers(db):
     assert m["llm_prompt_tokens"] == 500 and m["llm_completion_tokens"] == 35
     with pytest.raises(Exception, match="already built in"):
         methods.register("dense", oracle)
+
+
+def test_llm_goes_only_to_methods_that_take_one(db):
+    """evaluate(llm=...) hands the client to answering methods, re-bound to the
+    corpus's cache by resolve_llm; retrieval-only methods never see it."""
+    from pgrag import methods
+    from pgrag.llm import LLMSettings
+    from pgrag.results import Hits, Trace
+
+    seen = []
+
+    def answering(corpus, question, k, *, llm=None):
+        resolved = methods.resolve_llm(corpus, llm)
+        seen.append((llm, resolved))
+        return Hits(list(corpus.retrieve(question, method="bm25", k=k)), Trace(method="answering", query=question),
+                    answer="x")
+
+    other = db.corpus("elsewhere")
+    llm = other.llm(LLMSettings(base_url="http://127.0.0.1:9/v1", model="m"))
+    methods.register("answering", answering)
+    try:
+        assert methods.takes_option("answering", "llm") and not methods.takes_option("dense", "llm")
+        kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
+        evaluate.evaluate(kb, corpus, evaluate.load_questions(QUESTIONS)[:2], ["dense", "answering"], llm=llm,
+                          progress=False)
+        assert seen and all(given is llm for given, _ in seen)
+        assert all(r.corpus_id == kb.id and r.settings == llm.settings for _, r in seen)
+        answer = kb.answer("When did Lothair II die?", method="answering", llm=False)
+        assert answer.text == "x" and answer.method == "answering" and answer.evidence and answer.trace
+        assert seen[-1] == (False, None)
+    finally:
+        methods.unregister("answering")
