@@ -72,6 +72,8 @@ class MethodResult:
     latency_ms_p95: float
     llm_prompt_tokens: int
     llm_completion_tokens: int
+    llm_calls: int = 0
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)   # trace.outcome label counts
 
 
 @dataclass(kw_only=True)
@@ -104,6 +106,8 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         latency_ms_p95=round(r.latency_ms_p95, 2),
         llm_prompt_tokens=r.llm_prompt_tokens,
         llm_completion_tokens=r.llm_completion_tokens,
+        llm_calls=r.llm_calls,
+        outcomes=r.outcomes,
     )
     return out
 
@@ -236,7 +240,8 @@ def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tupl
             em=None if hits.answer is None else exact_match(hits.answer, q.answers) * 100,
             f1=None if hits.answer is None else f1_score(hits.answer, q.answers) * 100,
             latency_ms=round(latency_ms, 2),
-            prompt_tokens=hits.trace.prompt_tokens, completion_tokens=hits.trace.completion_tokens)
+            prompt_tokens=hits.trace.prompt_tokens, completion_tokens=hits.trace.completion_tokens,
+            llm_calls=hits.trace.llm_calls, outcome=dict(hits.trace.outcome))
         rows.append(row)
     return rows
 
@@ -253,4 +258,15 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         latency_ms_p50=percentile(latencies, 50), latency_ms_p95=percentile(latencies, 95),
         llm_prompt_tokens=sum(r["prompt_tokens"] for r in rows),
         llm_completion_tokens=sum(r["completion_tokens"] for r in rows),
+        llm_calls=sum(r["llm_calls"] for r in rows),
+        outcomes=_count_outcomes(rows),
     )
+
+
+def _count_outcomes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for key, value in row["outcome"].items():
+            counts.setdefault(key, {}).setdefault(str(value), 0)
+            counts[key][str(value)] += 1
+    return {key: dict(sorted(values.items())) for key, values in sorted(counts.items())}

@@ -34,6 +34,11 @@ def markdown_table(report: dict[str, Any]) -> str:
                  _fmt(m["latency_ms_p50"]), _fmt(m["latency_ms_p95"]),
                  _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0)]
         lines.append("| " + " | ".join(cells) + " |")
+    outcomes = [f"- {name}: " + "; ".join(f"{key} " + ", ".join(f"{v} {n}" for v, n in values.items())
+                                           for key, values in m["outcomes"].items())
+                for name, m in report["methods"].items() if m.get("outcomes")]
+    if outcomes:
+        lines += ["", "How the runs ended (questions per outcome):", "", *outcomes]
     return "\n".join(lines)
 
 

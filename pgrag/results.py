@@ -54,6 +54,9 @@ class Trace:
     completion_tokens: int = 0
 
     llm_calls: int = 0
+    # How the run ended, as short labels that `pgrag eval` counts per method,
+    # e.g. {"finish": "natural"} or {"granularity": "sentences"}.
+    outcome: dict[str, str] = field(default_factory=dict)
 
     def step(self, name: str, **data: Any) -> None:
         self.steps.append({"step": name, **data})

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from pgrag import evaluate
 from pgrag.cli import main
 from pgrag.metrics import recall_at_k
+from pgrag.report import markdown_table
 
 DATA = Path(str(resources.files("pgrag") / "data"))
 CORPUS = DATA / "sample_corpus.json"
@@ -143,7 +144,8 @@ def test_em_f1_and_tokens_for_a_method_that_answers(db):
 
     def oracle(corpus, question, k, **_):
         hits = corpus.retrieve(question, method="bm25", k=k)
-        trace = Trace(method="oracle", query=question, prompt_tokens=100, completion_tokens=7)
+        trace = Trace(method="oracle", query=question, prompt_tokens=100, completion_tokens=7, llm_calls=2,
+                      outcome={"finish": "natural" if "Lothair" in question else "forced"})
         # right for the first question only (with extra words: EM 0, F1 partial on the others)
         answer = gold[question] if question.startswith("When did Lothair") else "the " + gold[question] + " maybe"
         return Hits(list(hits), trace, answer=answer)
@@ -160,7 +162,10 @@ def test_em_f1_and_tokens_for_a_method_that_answers(db):
     partial = [r["f1"] for r in rows if r["em"] == 0]
     assert all(0 < f < 100 for f in partial)
     assert m["f1"] == pytest.approx((100 + sum(partial)) / 5, abs=0.01)
-    assert m["llm_prompt_tokens"] == 500 and m["llm_completion_tokens"] == 35
+    assert m["llm_prompt_tokens"] == 500 and m["llm_completion_tokens"] == 35 and m["llm_calls"] == 10
+    lothair = sum("Lothair" in q.question for q in evaluate.load_questions(QUESTIONS))
+    assert m["outcomes"] == {"finish": {"forced": 5 - lothair, "natural": lothair}} and 0 < lothair < 5
+    assert "finish forced" in markdown_table(report.to_json())
     with pytest.raises(Exception, match="already built in"):
         methods.register("dense", oracle)
 
