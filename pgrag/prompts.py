@@ -38,3 +38,35 @@ TRIPLES_USER = (
     "entities; replace pronouns by the names they refer to; keep each element short. Reply with JSON "
     'in the same format: {{"triples": [["subject", "predicate", "object"], ...]}}'
 )
+
+# -- T2RAG (../shared/papers/t2rag.md) ---------------------------------------------
+# Triples are the only state passed between rounds; prompts carry no chain of
+# thought. Placeholders are named so that one value fills every triple sharing it.
+T2RAG_DECOMPOSE_SYSTEM = "You break a question into the facts needed to answer it, as (subject, predicate, object) triples."
+T2RAG_DECOMPOSE_USER = (
+    'Example question: "Who is the child of the performer of Me and Bobby McGee?"\n'
+    'Example answer: {{"triples": [["Me and Bobby McGee", "performer", "?performer"], '
+    '["?performer", "child", "?child"]]}}\n\n'
+    "Question: {question}\n\n"
+    "Write the facts needed to answer the question as triples. Mark each unknown with a named "
+    "placeholder such as ?person, and reuse the same placeholder wherever the same unknown appears. "
+    "Reply with JSON only, in the same format."
+)
+T2RAG_RESOLVE_SYSTEM = "You fill unknowns in triples using only the evidence given."
+T2RAG_RESOLVE_USER = (
+    "Question: {question}\n"
+    "Open triples (? marks an unknown):\n{triples}\n"
+    "Known: {known}\n\n"
+    "Evidence:\n{evidence}\n\n"
+    "Give the value of each unknown that the evidence states. Reply with JSON only: "
+    '{{"values": {{"?placeholder": "value"}}}}. Leave out unknowns the evidence does not give.'
+)
+T2RAG_ANSWER_SYSTEM = "You answer questions briefly from the facts given."
+T2RAG_ANSWER_USER = (
+    "Question: {question}\nFacts:\n{facts}\n\n"
+    "Answer with a short phrase only (a name, date, number, or yes/no)."
+)
+T2RAG_ANSWER_FORCED_USER = (
+    "Question: {question}\nFacts:\n{facts}\nStill open:\n{open}\n\nEvidence:\n{evidence}\n\n"
+    "Answer with a short phrase only (a name, date, number, or yes/no)."
+)
