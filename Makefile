@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/pgrag demo
+	$(BIN)/pgrag demo --local-llm
 
 test: install
 	$(BIN)/pytest

@@ -332,15 +332,34 @@ def delete(ids: tuple[str, ...], corpus: str, dsn: str | None) -> None:
 
 @main.command()
 @click.option("-k", "k", type=click.IntRange(min=1), default=3, show_default=True, help="Hits per method.")
+@click.option("--local-llm", is_flag=True,
+              help="When no endpoint is configured, start the bundled SmolLM2 server for the answering "
+                   "methods (tiny: it shows the loops run, not good answers).")
+@llm_options
 @dsn_option
-def demo(k: int, dsn: str | None) -> None:
+def demo(k: int, local_llm: bool, llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
     """Ingest the bundled 2WikiMultiHopQA sample and answer its questions with every method."""
+    settings = _llm_settings(llm_base_url, llm_model)
+    if settings.configured or not local_llm:
+        _demo(k, dsn, settings)
+        return
+    from . import local_llm as local
+
+    click.echo("starting the local SmolLM2 server for the answering methods...")
+    with local.running() as url:
+        _demo(k, dsn, dataclasses.replace(settings, base_url=url, model=local.MODEL_ALIAS))
+
+
+def _demo(k: int, dsn: str | None, settings: Any) -> None:
     from . import demo as demo_mod
 
     database = _connect(dsn)
-    report, answers = demo_mod.run(database, k=k)
+    report, answers = demo_mod.run(database, k=k, llm=settings)
     click.echo(f"corpus {demo_mod.SAMPLE_CORPUS!r}: {report.documents} documents "
                f"({report.added} added, {report.unchanged} already indexed) on {database!r}")
+    click.echo(f"LLM for the answering methods: {settings.model} at {settings.base_url}" if settings.configured
+               else "no LLM configured: answering methods show their retrieval-only fallback "
+                    "(see README: PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL, or --local-llm)")
     current = None
     for a in answers:
         if a.question["id"] != current:
@@ -348,7 +367,11 @@ def demo(k: int, dsn: str | None) -> None:
             click.echo("")
             click.echo(click.style(f"Q: {a.question['question']}", bold=True))
             click.echo(f"   gold answer: {a.question['answer']}; gold documents: {', '.join(a.question['supporting_titles'])}")
-        click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {sum(a.hits.trace.timings_ms.values()):.1f} ms")
+        trace = a.hits.trace
+        cost = f", {trace.llm_calls} LLM calls, {trace.prompt_tokens}+{trace.completion_tokens} tokens" if trace.llm_calls else ""
+        click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {sum(trace.timings_ms.values()):.1f} ms{cost}")
+        if a.hits.answer is not None:
+            click.echo(click.style(f"    answer: {a.hits.answer}", bold=True))
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
 
@@ -430,6 +453,8 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     llm = None
     if extract == "llm" or settings.configured:  # replies are cached in the eval corpus
         llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(settings)
+    if extract is None and method_registry.needs_triples(method_names):
+        extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
     kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, llm=llm, progress=progress)
     report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
                                progress=progress)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import methods
 from .db import Database
 from .ingest import IngestReport
 from .results import Hits
+
+if TYPE_CHECKING:
+    from .llm import LLMSettings
 
 SAMPLE_CORPUS = "pgrag-sample"
 
@@ -35,14 +38,19 @@ class DemoAnswer:
     hits: Hits
 
 
-def run(db: Database, *, k: int = 3, progress: bool = True) -> tuple[IngestReport, list[DemoAnswer]]:
-    """Ingest the sample corpus (a no-op when already there) and ask every question
-    with every available method."""
+def run(db: Database, *, k: int = 3, llm: "LLMSettings | None" = None,
+        progress: bool = True) -> tuple[IngestReport, list[DemoAnswer]]:
+    """Ingest the sample corpus (a no-op when already there), with spaCy triples
+    for the proposition-based methods, and ask every question with every main
+    method; answering methods use ``llm`` (else PGRAG_LLM_*, else none)."""
     kb = db.corpus(SAMPLE_CORPUS)
-    report = kb.ingest(sample_documents(), progress=progress)
-    answers = [
-        DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k))
-        for q in sample_questions()
-        for m in methods.names(variants=False)
-    ]
+    names = methods.names(variants=False)
+    report = kb.ingest(sample_documents(), progress=progress,
+                       extract_triples="spacy" if methods.needs_triples(names) else False)
+    client = kb.llm(llm) if llm is not None and llm.configured else None
+    answers = []
+    for q in sample_questions():
+        for m in names:
+            options = {"llm": client} if client is not None and methods.takes_option(m, "llm") else {}
+            answers.append(DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k, **options)))
     return report, answers

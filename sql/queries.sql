@@ -250,6 +250,10 @@ SELECT pgrag.ensure_triple_index(%(corpus_id)s);
 -- Propositions by similarity until they cover N distinct chunks (one or more query embeddings).
 SELECT * FROM pgrag.propositions(%(corpus)s, %(embeddings)s::vector[], %(unique_chunks)s);
 
+-- name: has_triples
+-- Whether a corpus has any triple (proposition) at all.
+SELECT EXISTS (SELECT 1 FROM pgrag.triple WHERE corpus_id = %(corpus_id)s);
+
 -- name: has_entities
 -- Whether any named entity is stored for a corpus.
 SELECT EXISTS (SELECT 1 FROM pgrag.chunk_entity WHERE corpus_id = %(corpus_id)s);

@@ -65,6 +65,12 @@ def takes_option(name: str, option: str) -> bool:
                                                           params[option].POSITIONAL_OR_KEYWORD)
 
 
+def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:
+    """Whether any of the methods retrieves triples/propositions (so the corpus
+    must have them extracted first)."""
+    return any(getattr(get(name), "needs_triples", False) for name in method_names)
+
+
 def resolve_llm(kb: "Corpus", llm: "LLM | bool | None") -> "LLM | None":
     """The LLM an LLM-driven method uses: ``llm`` itself (re-bound to this
     corpus's cache, so no reply crosses corpora), none when ``llm`` is False,

@@ -196,6 +196,9 @@ def retrieve(corpus: "Corpus", question: str, k: int, *, llm: "LLM | bool | None
     except (TypeError, ValueError) as exc:
         known = ", ".join(f.name for f in dataclasses.fields(T2ragSettings))
         raise PgragError(f"bad t2rag option: {exc} (settings: {known})") from exc
+    if not corpus.db.fetch_row("has_triples", {"corpus_id": corpus.id})[0]:
+        raise PgragError(f"corpus {corpus.name!r} has no triples: T2RAG retrieves propositions. Build them with "
+                         f"kb.extract_triples() or `pgrag extract --corpus {corpus.name}`")
     trace = Trace(method="t2rag", query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     client = resolve_llm(corpus, llm)
@@ -384,3 +387,6 @@ def _hits(corpus: "Corpus", found: list[tuple[int, Proposition]], k: int, trace:
     trace.timings_ms["provenance"] = (time.perf_counter() - t0) * 1000
     return [dataclasses.replace(h, details={"round": r, "via": p.text, "cosine": p.score})
             for h, (_, (r, p)) in zip(corpus.hits_from_rows(rows), chosen)]
+
+
+retrieve.needs_triples = True  # type: ignore[attr-defined]  # pgrag eval extracts them first

@@ -114,3 +114,5 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     assert result.output.count("provenance: document") >= 2 * len(sample_questions())
     assert re.search(r"chunk \d+, chars \d+-\d+, sentences \d+-\d+", result.output)
     assert re.search(r"why: hop [12], rho \d+\.\d+, cosine", result.output)   # TIGRAG says why
+    assert "no LLM configured: answering methods show their retrieval-only fallback" in result.output
+    assert re.search(r"why: round 0, via .+, cosine", result.output)        # T2RAG: the proposition
