@@ -1,0 +1,268 @@
+"""Reliability (issue 9, items 1-3): incremental maintenance equals a rebuild for
+any sequence of adds, replacements and deletes; a SIGKILLed ingest leaves every
+document fully indexed or absent and a re-run completes it; concurrent ingests,
+deletes and queries neither deadlock, duplicate, lose updates nor see a stale
+token graph."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pgrag
+from pgrag.graph import load_graph, token_graph
+from tests.integration.test_ingest import counts, statistics
+
+# Five documents, three versions each: shared names (Lothair, Ermengarde, Tours)
+# make edges, document frequencies and triples overlap across documents.
+VERSIONS = [
+    ["Lothair II was king of Lotharingia. He married Teutberga in 855.",
+     "Lothair II ruled Lotharingia until his death. Teutberga was his wife.",
+     "Lothair II founded an abbey in Tours. The abbey housed monks from Lotharingia."],
+    ["Ermengarde of Tours married Lothair I in Thionville. She died in 851.",
+     "Ermengarde of Tours was the daughter of Hugh of Tours.",
+     "Hugh of Tours belonged to the Etichonen family. Ermengarde was his daughter."],
+    ["Nicki Minaj is a rapper. She was born in Port of Spain.",
+     "Nicki Minaj moved to Queens. Queens is a borough of New York.",
+     "Lil Wayne signed Nicki Minaj. Lil Wayne is a rapper from New Orleans."],
+    ["Teutberga was the daughter of Boso the Elder. Boso ruled in Burgundy.",
+     "Boso the Elder had a daughter named Teutberga. Lothair II married her.",
+     "Burgundy was ruled by Boso the Elder. Teutberga lived in Lotharingia."],
+    ["Thionville is a town in Lorraine. Lothair I held court in Thionville.",
+     "The court of Thionville saw the marriage of Lothair I and Ermengarde of Tours.",
+     "Lorraine takes its name from Lotharingia. Thionville lies in Lorraine."],
+]
+
+
+def doc(i: int, v: int) -> dict:
+    return {"id": f"d{i}", "title": f"Document {i}", "text": VERSIONS[i][v]}
+
+
+def everything(db: pgrag.Database, corpus_id: int) -> dict:
+    """statistics() plus triples, and the chunk and proposition embeddings, all
+    keyed by content so that corpora built in different orders compare."""
+    out = statistics(db, corpus_id)
+    with db.transaction() as conn:
+        out["triples"] = sorted(conn.execute(
+            """SELECT d.external_id, c.ordinal, t.extractor, t.ordinal, t.subject, t.predicate, t.object,
+                      t.proposition, t.char_start, t.char_end
+               FROM pgrag.triple t
+               JOIN pgrag.chunk c ON c.corpus_id = t.corpus_id AND c.chunk_id = t.chunk_id
+               JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+               WHERE t.corpus_id = %s""", (corpus_id,)).fetchall())
+        out["extracted"] = sorted(conn.execute(
+            """SELECT d.external_id, c.ordinal, x.extractor, x.triples, x.failed
+               FROM pgrag.chunk_extraction x
+               JOIN pgrag.chunk c ON c.corpus_id = x.corpus_id AND c.chunk_id = x.chunk_id
+               JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+               WHERE x.corpus_id = %s""", (corpus_id,)).fetchall())
+        out["documents"] = sorted(conn.execute(
+            "SELECT external_id, title, body, content_hash = indexed_hash FROM pgrag.document WHERE corpus_id = %s",
+            (corpus_id,)).fetchall())
+        vectors = conn.execute(
+            """SELECT d.external_id || '/' || c.ordinal, c.embedding::text FROM pgrag.chunk c
+               JOIN pgrag.document d USING (corpus_id, document_id) WHERE c.corpus_id = %s
+               UNION ALL
+               SELECT d.external_id || '/' || c.ordinal || '/' || t.ordinal, t.embedding::text FROM pgrag.triple t
+               JOIN pgrag.chunk c ON c.corpus_id = t.corpus_id AND c.chunk_id = t.chunk_id
+               JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+               WHERE t.corpus_id = %s""", (corpus_id, corpus_id)).fetchall()
+    out["vectors"] = {key: np.array(json.loads(v)) for key, v in vectors}
+    return out
+
+
+def assert_same(a: dict, b: dict) -> None:
+    va, vb = a.pop("vectors"), b.pop("vectors")
+    assert a == b
+    assert va.keys() == vb.keys()
+    for key in va:  # embeddings of equal text, possibly batched differently
+        assert np.allclose(va[key], vb[key], atol=1e-5), key
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)),
+                                           min_size=1, max_size=3, unique_by=lambda x: x[0])),
+        st.tuples(st.just("delete"), st.lists(st.integers(0, 4), min_size=1, max_size=2, unique=True)),
+    ),
+    min_size=1, max_size=6)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_sequence_of_updates_equals_a_rebuild(db, ops):
+    name = f"seq-{random.getrandbits(40):x}"
+    kb = db.corpus(name)
+    final: dict[int, int] = {}
+    for op, args in ops:
+        if op == "put":
+            kb.ingest([doc(i, v) for i, v in args], progress=False, extract_triples="spacy")
+            final.update(dict(args))
+        else:
+            kb.delete([f"d{i}" for i in args])
+            for i in args:
+                final.pop(i, None)
+    fresh = db.corpus(name + "-fresh")
+    if final:
+        fresh.ingest([doc(i, v) for i, v in sorted(final.items())], progress=False, extract_triples="spacy")
+    assert_same(everything(db, kb.id), everything(db, fresh.id))
+    db.drop_corpus(name)
+    db.drop_corpus(name + "-fresh")
+
+
+# -- SIGKILL --------------------------------------------------------------------
+
+CRASH_SCRIPT = """
+import json, sys
+import pgrag
+db = pgrag.connect(sys.argv[1])
+kb = db.corpus("crash")
+docs = json.load(open(sys.argv[2]))
+kb.embedder                                   # load the model before saying ready
+kb.ingest(docs[:1], progress=False, extract_triples="spacy")
+print("ready", flush=True)
+kb.ingest(docs, batch_size=1, progress=False, extract_triples="spacy")
+print("done", flush=True)
+"""
+
+
+def many_docs() -> list[dict]:
+    return [dict(doc(i, v), id=f"d{i}-{v}-{n}") for n in range(2) for i in range(5) for v in range(3)]
+
+
+def run_crash_script(database_uri: str, docs_file: Path, kill_after: float | None) -> str:
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, database_uri, str(docs_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == "ready", proc.stderr.read() if proc.stderr else line
+    if kill_after is None:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        return out.strip()
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return "killed"
+
+
+def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, database_uri, tmp_path):
+    docs = many_docs()
+    docs_file = tmp_path / "docs.json"
+    docs_file.write_text(json.dumps(docs))
+    rng = random.Random(9)
+    for kill_after in (rng.uniform(0.05, 0.6), rng.uniform(0.6, 2.0), rng.uniform(2.0, 4.0)):
+        assert run_crash_script(database_uri, docs_file, kill_after) == "killed"
+        kb = db.corpus("crash")
+        state = everything(db, kb.id)
+        present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
+        # Every document that exists is fully indexed, and the derived tables are
+        # exactly those of a corpus holding just these documents.
+        assert all(indexed for *_, indexed in state["documents"])
+        fresh_name = f"crash-fresh-{kill_after:.2f}"
+        fresh = db.corpus(fresh_name)
+        fresh.ingest(present, progress=False)
+        expected = statistics(db, fresh.id)
+        assert {k: state[k] for k in expected} == expected
+        # Extraction commits chunk batches: whatever is recorded as extracted has its triples.
+        per_chunk: dict[tuple, int] = {}
+        for ext, ordinal, *_ in state["triples"]:
+            per_chunk[(ext, ordinal)] = per_chunk.get((ext, ordinal), 0) + 1
+        for ext, ordinal, _extractor, n, _failed in state["extracted"]:
+            assert per_chunk.get((ext, ordinal), 0) == n
+        db.drop_corpus(fresh_name)
+    assert run_crash_script(database_uri, docs_file, None) == "done"
+    fresh = db.corpus("crash-fresh")
+    fresh.ingest(docs, progress=False, extract_triples="spacy")
+    assert_same(everything(db, db.corpus("crash").id), everything(db, fresh.id))
+
+
+# -- concurrency ------------------------------------------------------------------
+
+def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, database_uri):
+    """An ingest, a deleter and two query loops, each on its own connections:
+    no errors or deadlocks, hits only from committed documents, and the final
+    corpus equals a rebuild of what is left."""
+    docs = many_docs()[:12]
+    writer_db, deleter_db, reader_db = (pgrag.connect(database_uri) for _ in range(3))
+    kb, deleter, reader = (d.corpus("busy") for d in (writer_db, deleter_db, reader_db))
+    kb.ingest(docs[:2], progress=False, extract_triples="spacy")
+    reader.embedder
+    errors: list[BaseException] = []
+    seen_ids: set[str] = set()
+    done = threading.Event()
+
+    def guard(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        return run
+
+    def ingest():
+        kb.ingest(docs, batch_size=1, progress=False, extract_triples="spacy")
+
+    def delete():
+        for d in docs[:6:2]:
+            time.sleep(0.2)
+            deleter.delete([d["id"]])
+
+    def query(method: str):
+        def loop():
+            while not done.is_set():
+                for hit in reader.retrieve("Lothair married Teutberga in Lotharingia", method=method, k=5):
+                    seen_ids.add(hit.provenance.external_id)
+        return loop
+
+    workers = [threading.Thread(target=guard(f)) for f in (ingest, delete)]
+    readers = [threading.Thread(target=guard(query(m))) for m in ("bm25", "tigrag", "t2rag")]
+    for t in workers + readers:
+        t.start()
+    for t in workers:
+        t.join(timeout=300)
+        assert not t.is_alive(), "a writer is stuck (deadlock?)"
+    done.set()
+    for t in readers:
+        t.join(timeout=60)
+    assert errors == []
+    assert seen_ids <= {d["id"] for d in docs}
+    for other in (writer_db, deleter_db, reader_db):
+        other.close()
+    # The deletes ran while the ingest was adding: each deleted id may have been
+    # re-added afterwards, so compare against whatever documents are present.
+    busy = db.corpus("busy")
+    state = everything(db, busy.id)
+    present = {row[0] for row in state["documents"]}
+    assert present >= {d["id"] for d in docs[6:]} and counts(db, busy.id)["document"] == len(present)
+    fresh = db.corpus("busy-fresh")
+    fresh.ingest([d for d in docs if d["id"] in present], progress=False, extract_triples="spacy")
+    assert_same(state, everything(db, fresh.id))
+
+
+def test_the_graph_cache_is_never_stale_across_connections(db, database_uri):
+    kb = db.corpus("cache")
+    kb.ingest([doc(0, 0), doc(1, 0)], progress=False)
+    first = token_graph(db, kb.id)
+    other = pgrag.connect(database_uri)                 # a separate process's worth of connections
+    other.corpus("cache").ingest([doc(2, 1)], progress=False)
+    other.corpus("cache").delete(["d0"])
+    other.close()
+    cached = token_graph(db, kb.id)
+    assert cached.version == kb.graph_version() > first.version
+    reloaded = load_graph(db, kb.id)
+    assert cached.terms == reloaded.terms and (cached.transition != reloaded.transition).nnz == 0
+    hits = kb.retrieve("Lothair Lotharingia Teutberga", method="tigrag", k=3)
+    assert "d0" not in {h.provenance.external_id for h in hits}
