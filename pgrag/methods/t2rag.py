@@ -171,6 +171,7 @@ class _State:
     searched: set[QueryTriple] = dataclasses.field(default_factory=set)
     evidence: list[Proposition] = dataclasses.field(default_factory=list)   # every round's, in order
     last_evidence: list[Proposition] = dataclasses.field(default_factory=list)
+    fell_back: bool = False      # the question's own embedding was searched already
 
     def current(self) -> list[QueryTriple]:
         return [t.filled(self.values) for t in self.triples]
@@ -205,7 +206,8 @@ def retrieve(corpus: "Corpus", question: str, k: int, *, llm: "LLM | bool | None
     if client is None:
         trace.step("no_llm", note=without_llm_note(llm))
         trace.outcome["finish"] = "no_llm"
-        evidence = _search(corpus, [question], k, trace, "retrieve")
+        evidence = _search(corpus, [question], k, trace)
+        trace.step("retrieve", queries=[question], evidence=[_provenance(p) for p in evidence])
         return Hits(_hits(corpus, [(0, p) for p in evidence], k, trace), trace)
     return _run(corpus, question, k, settings, client, trace)
 
@@ -219,7 +221,8 @@ def _run(corpus: "Corpus", question: str, k: int, settings: T2ragSettings, llm: 
         # an answer from that evidence, so the question still gets one.
         trace.step("decompose_failed", error=str(exc), reply=getattr(exc, "reply", None))
         state = _State(triples=[])
-        state.last_evidence = state.evidence = _search(corpus, [question], settings.unique_chunks, trace, "fallback")
+        state.last_evidence = state.evidence = _search(corpus, [question], settings.unique_chunks, trace)
+        trace.step("fallback", queries=[question], evidence=[_provenance(p) for p in state.evidence])
         found += [(1, p) for p in state.evidence]
         finish = "llm_error"
     else:
@@ -238,12 +241,15 @@ def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", 
         searchable, fuzzy = state.new_searchable(), state.by_state("fuzzy")
         if not searchable and not state.open_names():
             return "natural"
-        if not searchable and not fuzzy:
-            return "early"     # the open triples were searched and stayed open
+        if not searchable and (not fuzzy or state.fell_back):
+            # The open triples were searched (or the question itself was, for the
+            # fuzzy ones) and stayed open: the same search would find the same.
+            return "early"
         queries = [t.query() for t in searchable] or [question]
         kind = "searchable" if searchable else "fallback"
         state.searched.update(searchable)
-        evidence = _search(corpus, queries, settings.unique_chunks, trace, f"round {round_no}")
+        state.fell_back |= not searchable
+        evidence = _search(corpus, queries, settings.unique_chunks, trace)
         state.last_evidence = evidence
         state.evidence += [p for p in evidence if p.triple_id not in {e.triple_id for e in state.evidence}]
         found += [(round_no, p) for p in evidence]
@@ -269,20 +275,19 @@ def _decompose(llm: "LLM", question: str, settings: T2ragSettings, trace: Trace)
     try:
         triples = llm.structured(messages, lambda v: parse_decomposition(v, settings.max_triples))
     finally:
-        trace.charge(llm.usage.since(before))
+        spent = llm.usage.since(before)
+        trace.charge(spent)
         trace.timings_ms["decompose"] = (time.perf_counter() - t0) * 1000
     trace.step("decompose", triples=[{"triple": str(t), "state": t.state} for t in triples],
-               prompt_tokens=llm.usage.since(before).prompt_tokens,
-               completion_tokens=llm.usage.since(before).completion_tokens)
+               prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
     return triples
 
 
-def _search(corpus: "Corpus", queries: list[str], unique_chunks: int, trace: Trace, label: str) -> list[Proposition]:
+def _search(corpus: "Corpus", queries: list[str], unique_chunks: int, trace: Trace) -> list[Proposition]:
+    """One pool of propositions for all the queries, until it covers ``unique_chunks`` chunks (SQL)."""
     t0 = time.perf_counter()
     evidence = corpus.propositions(queries, unique_chunks=unique_chunks)
     trace.timings_ms["retrieve"] = trace.timings_ms.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
-    if label in ("retrieve", "fallback"):
-        trace.step(label, queries=queries, evidence=[_provenance(p) for p in evidence])
     return evidence
 
 

@@ -126,6 +126,13 @@ def test_only_fuzzy_triples_fall_back_to_the_question_embedding(kb):
     assert hits.trace.outcome["finish"] == "natural" and hits.answer == "Lothair I"
 
 
+def test_a_fruitless_fallback_is_not_repeated(kb):
+    script = Script({"triples": [["?someone", "visited", "?place"]]}, [{"values": {}}], answer="nobody")
+    hits = run(kb, script, "Who visited where?")
+    assert [r["kind"] for r in steps(hits, "round")] == ["fallback"]
+    assert hits.trace.outcome["finish"] == "early" and len(script.users("resolve")) == 1
+
+
 def test_forced_termination_after_n_rounds_answers_with_open_triples_and_evidence(kb):
     chain = [["Lothair II", "father", "?a"], ["?a", "wife", "?b"], ["?b", "father", "?c"], ["?c", "family", "?d"]]
     script = Script({"triples": chain},
