@@ -418,6 +418,10 @@ def _cascade(kb: "Corpus", question: str, state: _State, llm: "LLM", settings: C
     contexts = evidence(kb, state, trace)
     answer: str | None = None
     tried: list[dict[str, Any]] = []
+    if not any(contexts.values()):   # nothing was constructed: no evidence to answer from
+        trace.outcome["granularity"] = "none"
+        trace.step("answer", answer=None, granularity="none", levels=[], note="no evidence")
+        return None
     trace.outcome["granularity"] = "passages"
     try:
         for level in GRANULARITIES:

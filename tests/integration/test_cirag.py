@@ -149,6 +149,15 @@ def test_unreachable_llm_never_crashes(kb):
     assert hits.answer is None and len(hits) == 5
 
 
+def test_empty_corpus_makes_no_llm_call(db):
+    empty = db.corpus("ci-empty")
+    with FakeLLM(Chain()) as fake:
+        hits = empty.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(empty, fake))
+        assert fake.requests == []
+    assert len(hits) == 0 and hits.answer is None
+    assert hits.trace.outcome == {"finish": "no_candidates", "granularity": "none"}
+
+
 def test_without_llm_construction_only(kb):
     hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=False)
     assert hits.answer is None and hits.trace.outcome == {"finish": "no_llm", "granularity": "none"}
