@@ -533,5 +533,39 @@ def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path |
     _echo_json(result, out)
 
 
+# -- CIRAG trajectories ------------------------------------------------------
+
+@main.command("export-trajectories")
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@questions_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Maximum rounds L (default 4).")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@llm_options
+@dsn_option
+def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int | None, rounds: int | None,
+                        progress: bool, llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
+    """Run CIRAG with an LLM (the teacher) and write each integration step as a
+    chat fine-tuning record: {"messages": [system, user, assistant], "meta": {...}}.
+
+        pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
+    """
+    from . import evaluate
+    from .methods.cirag import export_trajectories as export
+
+    settings = _llm_settings(llm_base_url, llm_model)
+    if not settings.configured:
+        raise click.ClickException("export-trajectories needs an LLM: pass --llm URL --llm-model NAME "
+                                   "(or set PGRAG_LLM_BASE_URL and PGRAG_LLM_MODEL)")
+    questions = evaluate.load_questions(questions_file)[:limit]
+    kb = _connect(dsn).corpus(corpus, create=False)
+    options = {"rounds": rounds} if rounds else {}
+    report = export(kb, questions, kb.llm(settings), out, progress=progress, **options)
+    click.echo(f"{report.steps} integration steps from {report.questions} questions written to {out} "
+               f"({report.correct} answered correctly; {report.prompt_tokens} prompt + "
+               f"{report.completion_tokens} completion tokens)")
+
+
 if __name__ == "__main__":
     main()

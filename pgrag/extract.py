@@ -55,9 +55,11 @@ class ExtractionReport:
 
 
 def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None = None,
-                    batch_size: int | None = None, progress: bool = True) -> ExtractionReport:
-    """Extract triples from every chunk of ``kb`` not yet processed by ``extractor``
-    (``batch_size`` chunks per transaction: 32 for spaCy, 8 for the slower LLM)."""
+                    batch_size: int | None = None, progress: bool = True,
+                    chunk_ids: Sequence[int] | None = None) -> ExtractionReport:
+    """Extract triples from every chunk of ``kb`` (or only of ``chunk_ids``) not yet
+    processed by ``extractor`` (``batch_size`` chunks per transaction: 32 for
+    spaCy, 8 for the slower LLM)."""
     batch_size = batch_size or (8 if extractor == "llm" else 32)
     if extractor not in EXTRACTORS:
         raise InputError(f"unknown triple extractor {extractor!r}; choose one of {', '.join(EXTRACTORS)}")
@@ -66,7 +68,10 @@ def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None =
     started = time.perf_counter()
     report = ExtractionReport(extractor=extractor)
     spent_before = dataclasses.replace(llm.usage) if llm is not None else None
-    pending = kb.db.fetchall("chunks_to_extract", {"corpus_id": kb.id, "extractor": extractor})
+    pending = (kb.db.fetchall("chunks_to_extract", {"corpus_id": kb.id, "extractor": extractor})
+               if chunk_ids is None else
+               kb.db.fetchall("chunks_to_extract_among", {"corpus_id": kb.id, "extractor": extractor,
+                                                          "chunk_ids": list(chunk_ids)}))
     try:
         with tqdm(total=len(pending), unit="chunk", desc=f"triples ({extractor})",
                   disable=not progress or not pending) as bar:

@@ -69,4 +69,34 @@ T2RAG_ANSWER_USER = (
 T2RAG_ANSWER_FORCED_USER = (
     "Question: {question}\nFacts:\n{facts}\nStill open:\n{open}\n\nEvidence:\n{evidence}\n\n"
     "Answer with a short phrase only (a name, date, number, or yes/no)."
+# ---------------------------------------------------------------------------
+# CIRAG (../shared/papers/cirag.md): integration phase (§3.3, Appendix A.2) and
+# the cascaded answer (§3.4, Appendix A.3). The paper's figures hold the prompt
+# texts as images; these are compact rewrites of what §3.3-3.4 describe.
+# ---------------------------------------------------------------------------
+
+# The integrator: keeps the core triples of this round's candidates given the
+# question and the history, and writes the next-hop query (or none).
+CIRAG_INTEGRATE_SYSTEM = (
+    "You gather evidence for a multi-hop question. Given the question, the facts kept in earlier rounds "
+    "and numbered candidate facts, keep the candidates needed to answer and ask for what is still missing."
+)
+CIRAG_INTEGRATE_USER = (
+    "Question: {question}\n\n"
+    "Earlier rounds:\n{history}\n\n"
+    "Candidate facts (round {round}, query: {query}):\n{candidates}\n\n"
+    'Reply with JSON only: {{"thought": "<one or two sentences>", "core": [<numbers of the facts to keep>], '
+    '"next_query": "<a question for the missing fact, or null if the facts suffice>"}}'
+)
+CIRAG_NO_HISTORY = "(none)"
+
+# The cascade: one prompt, evidence at a granularity (triples, sentences or
+# passages); a refusal escalates to the next one.
+CIRAG_ANSWER_SYSTEM = (
+    "Answer the question from the evidence only. If the evidence is not enough, reply exactly: Unanswerable"
+)
+CIRAG_ANSWER_USER = (
+    "Evidence ({granularity}):\n{evidence}\n\n"
+    "Question: {question}\n"
+    "Reply with the answer only (a short phrase), or Unanswerable."
 )

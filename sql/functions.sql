@@ -683,3 +683,102 @@ SET search_path FROM CURRENT
 AS $$
     SELECT * FROM pgrag.propositions(corpus, ARRAY[query_embedding], unique_chunks)
 $$;
+
+-- ---------------------------------------------------------------------------
+-- CIRAG (../shared/papers/cirag.md §3.3): the construction phase
+-- ---------------------------------------------------------------------------
+
+-- The top-K documents for a query, each scored by its best chunk's cosine
+-- (through the chunk HNSW index), with that chunk; with `query` text, by
+-- reciprocal rank fusion of dense and BM25 chunk lists instead (pgrag.hybrid).
+-- Chunks are fetched 4 deep per document so that documents with several chunks
+-- do not crowd the list.
+CREATE OR REPLACE FUNCTION pgrag.cirag_documents(corpus text, query_embedding vector,
+                                                 documents integer DEFAULT 10, query text DEFAULT NULL)
+RETURNS TABLE (rank integer, document_id bigint, score float8, chunk_id bigint)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    WITH chunks AS (
+        SELECT d.document_id, d.chunk_id, d.score
+        FROM pgrag.dense(corpus, query_embedding, greatest(documents * 4, 40)) d
+        WHERE query IS NULL
+        UNION ALL
+        SELECT h.document_id, h.chunk_id, h.score
+        FROM pgrag.hybrid(corpus, query, query_embedding, greatest(documents * 4, 40)) h
+        WHERE query IS NOT NULL
+    ),
+    best AS (   -- each document's best chunk
+        SELECT DISTINCT ON (c.document_id) c.document_id, c.chunk_id, c.score
+        FROM chunks c ORDER BY c.document_id, c.score DESC, c.chunk_id
+    )
+    SELECT (row_number() OVER (ORDER BY b.score DESC, b.document_id))::integer, b.document_id, b.score,
+           b.chunk_id
+    FROM best b
+    ORDER BY b.score DESC, b.document_id
+    LIMIT greatest(documents, 0)
+$$;
+
+-- The triples of some documents ranked by cosine to the query, top `candidates`,
+-- with provenance: chunk, document (and its rank in `document_ids`), and the
+-- source sentence (pgrag.sentence holding the triple's start; its text, or the
+-- triple's own span of the body when no stored sentence holds it). `extractor`
+-- NULL takes the triples of every extractor.
+CREATE OR REPLACE FUNCTION pgrag.cirag_triples(corpus text, query_embedding vector, document_ids bigint[],
+                                               candidates integer DEFAULT 30, extractor text DEFAULT NULL)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
+               proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
+               external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer,
+               sentence text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
+    docs AS (
+        SELECT u.document_id, u.pos::integer AS document_rank
+        FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
+    ),
+    scored AS (
+        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
+               k.document_id, docs.document_rank
+        FROM docs
+        JOIN pgrag.chunk k ON k.corpus_id = (SELECT id FROM cid) AND k.document_id = docs.document_id
+        JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
+        WHERE cirag_triples.extractor IS NULL OR t.extractor = cirag_triples.extractor
+        ORDER BY score DESC, t.triple_id
+        LIMIT greatest(candidates, 0)
+    )
+    SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,
+           t.subject, t.predicate, t.object, t.proposition, t.extractor, s.chunk_id, s.document_id,
+           s.document_rank, d.external_id, d.title, se.ordinal, t.char_start, t.char_end,
+           coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
+    FROM scored s
+    JOIN pgrag.triple t ON t.corpus_id = (SELECT id FROM cid) AND t.triple_id = s.triple_id
+    JOIN pgrag.document d ON d.corpus_id = t.corpus_id AND d.document_id = s.document_id
+    LEFT JOIN LATERAL (
+        SELECT x.ordinal, x.text FROM pgrag.sentence x
+        WHERE x.corpus_id = t.corpus_id AND x.document_id = s.document_id
+          AND x.char_start <= t.char_start AND t.char_start < x.char_end
+        ORDER BY x.ordinal LIMIT 1) se ON true
+    ORDER BY s.score DESC, s.triple_id
+$$;
+
+-- Construction in one call, for SQL callers: the triples of the top-K documents
+-- ranked by cosine to the query, top N (the paper's K = 10, N = 30). It ranks the
+-- triples already stored: chunks no extractor has processed contribute none
+-- (Python's method extracts them on the fly first).
+CREATE OR REPLACE FUNCTION pgrag.cirag_candidates(corpus text, query_embedding vector,
+                                                  documents integer DEFAULT 10, candidates integer DEFAULT 30,
+                                                  extractor text DEFAULT NULL)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
+               proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
+               external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer,
+               sentence text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT * FROM pgrag.cirag_triples(
+        corpus, query_embedding,
+        ARRAY(SELECT d.document_id FROM pgrag.cirag_documents(corpus, query_embedding, documents) d ORDER BY d.rank),
+        candidates, extractor)
+$$;

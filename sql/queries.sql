@@ -257,3 +257,34 @@ SELECT EXISTS (SELECT 1 FROM pgrag.triple WHERE corpus_id = %(corpus_id)s);
 -- name: has_entities
 -- Whether any named entity is stored for a corpus.
 SELECT EXISTS (SELECT 1 FROM pgrag.chunk_entity WHERE corpus_id = %(corpus_id)s);
+
+-- name: cirag_documents
+-- CIRAG construction: the top-K documents for a query (best chunk cosine, or fused with BM25 given text).
+SELECT rank, document_id, score, chunk_id FROM pgrag.cirag_documents(%(corpus)s, %(embedding)s, %(documents)s, %(query)s);
+
+-- name: cirag_triples
+-- CIRAG construction: the documents' triples ranked by cosine to the query, top N, with provenance.
+SELECT * FROM pgrag.cirag_triples(%(corpus)s, %(embedding)s, %(document_ids)s::bigint[], %(candidates)s, %(extractor)s);
+
+-- name: cirag_unextracted
+-- Chunks of some documents that an extractor has not processed yet.
+SELECT c.chunk_id FROM pgrag.chunk c
+WHERE c.corpus_id = %(corpus_id)s AND c.document_id = ANY (%(document_ids)s::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM pgrag.chunk_extraction e
+                  WHERE e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id AND e.extractor = %(extractor)s)
+ORDER BY c.chunk_id;
+
+-- name: corpus_extractors
+-- Triple extractors that have processed chunks of a corpus, most chunks first.
+SELECT extractor, count(*) FROM pgrag.chunk_extraction WHERE corpus_id = %(corpus_id)s
+GROUP BY extractor ORDER BY count(*) DESC, extractor;
+
+-- name: chunks_to_extract_among
+-- Like chunks_to_extract, restricted to some chunks (CIRAG's on-the-fly extraction).
+SELECT c.chunk_id, c.char_start, d.title, c.text
+FROM pgrag.chunk c
+JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM pgrag.chunk_extraction e
+                  WHERE e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id AND e.extractor = %(extractor)s)
+ORDER BY c.chunk_id;

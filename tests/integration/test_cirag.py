@@ -1,0 +1,260 @@
+"""CIRAG against a real corpus (spaCy triples, real embeddings) with a scripted
+fake LLM: construction in SQL, the integration loop and its history, the
+refusal cascade, the round cap, malformed replies, the no-LLM fallback and the
+trajectory export."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from pgrag.exceptions import PgragError
+from pgrag.llm import LLMSettings
+from pgrag.methods import cirag
+from pgrag.methods.cirag import Candidate, is_refusal, parse_decision
+from tests.fake_llm import FakeLLM
+
+QUESTION = "When did Lothair II's mother die?"
+NEXT = "When did Ermengarde of Tours die?"
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("ci")
+    corpus.ingest(wiki_docs, progress=False, extract_triples="spacy")
+    return corpus
+
+
+def llm_for(kb, fake):
+    return kb.llm(LLMSettings(base_url=fake.base_url, model=fake.model, max_retries=0))
+
+
+def user(request):
+    return request["messages"][-1]["content"]
+
+
+def is_integration(request):
+    return request["messages"][0]["content"] == cirag.prompts.CIRAG_INTEGRATE_SYSTEM
+
+
+def numbers_of(prompt, word):
+    """Numbers of the candidate lines of an integration prompt that mention ``word``."""
+    return [int(m.group(1)) for m in re.finditer(r"^(\d+)\. (.*)$", prompt, re.MULTILINE) if word in m.group(2)]
+
+
+class Chain:
+    """A scripted integrator for a two-round chain (Lothair II -> his mother ->
+    her death) and an answerer that refuses until the given granularity."""
+
+    def __init__(self, answer_at="triples"):
+        self.answer_at = answer_at
+
+    def __call__(self, request):
+        prompt = user(request)
+        if is_integration(request):
+            if "(round 1," in prompt:
+                return json.dumps({"thought": "Lothair II's mother is Ermengarde of Tours.",
+                                   "core": numbers_of(prompt, "Ermengarde")[:2], "next_query": NEXT})
+            return json.dumps({"thought": "She died on 20 March 851.", "core": numbers_of(prompt, "died")[:2],
+                               "next_query": None})
+        level = re.search(r"Evidence \((\w+)\)", prompt).group(1)
+        order = cirag.GRANULARITIES
+        if self.answer_at is None or order.index(level) < order.index(self.answer_at):
+            return "Unanswerable."
+        return "Answer: 20 March 851"
+
+
+def test_two_round_chain_passes_history_and_accumulates(kb):
+    with FakeLLM(Chain()) as fake:
+        hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(kb, fake))
+        integrations = [r for r in fake.requests if is_integration(r)]
+    assert len(integrations) == 2
+    first, second = user(integrations[0]), user(integrations[1])
+    assert "Earlier rounds:\n(none)" in first and f"query: {QUESTION}" in first
+    # the second round: constructed from the next-hop query, with round 1 as history
+    assert f"(round 2, query: {NEXT})" in second
+    history = second.split("Earlier rounds:\n")[1].split("\n\nCandidate facts")[0]
+    assert history.startswith(f"Round 1 (query: {QUESTION}): kept ")
+    assert "Ermengarde" in history and "Lothair II's mother is Ermengarde of Tours." in history
+    assert f"Next query: {NEXT}" in history
+
+    trace = hits.trace
+    assert trace.outcome == {"finish": "natural", "granularity": "triples"}
+    assert hits.answer == "20 March 851"
+    assert [s["query"] for s in trace.steps if s["step"] == "construct"] == [QUESTION, NEXT]
+    assert trace.llm_calls == 3 and trace.prompt_tokens > 0 and trace.completion_tokens > 0
+    # hits: core chunks first, round by round; both gold documents are among them
+    core = [h for h in hits if h.details["core"]]
+    assert core and hits[: len(core)] == core
+    assert [h.details["round"] for h in core] == sorted(h.details["round"] for h in core)
+    assert "ermengarde" in {h.provenance.external_id for h in core}
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1)) and len(hits) <= 5
+
+
+@pytest.mark.parametrize("answer_at", ["triples", "sentences", "passages", None])
+def test_refusal_cascade_escalates_granularity(kb, answer_at):
+    with FakeLLM(Chain(answer_at)) as fake:
+        hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(kb, fake))
+        asked = [re.search(r"Evidence \((\w+)\)", user(r)).group(1) for r in fake.requests if not is_integration(r)]
+    order = list(cirag.GRANULARITIES)
+    expected = order[: order.index(answer_at) + 1] if answer_at else order
+    assert asked == expected
+    assert hits.trace.outcome["granularity"] == (answer_at or "passages")
+    if answer_at is None:   # every level refused: the passage-level reply stands
+        assert hits.answer == "Unanswerable" and hits.trace.outcome["answered"] == "refused"
+    else:
+        assert hits.answer == "20 March 851"
+    [step] = [s for s in hits.trace.steps if s["step"] == "answer"]
+    assert [lv["refusal"] for lv in step["levels"]] == [True] * (len(expected) - 1) + [answer_at is None]
+
+
+def test_round_cap(kb):
+    count = iter(range(1, 100))
+
+    def endless(request):
+        if is_integration(request):
+            return json.dumps({"thought": "more", "core": [1], "next_query": f"Who is person {next(count)}?"})
+        return "851"
+
+    with FakeLLM(endless) as fake:
+        hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(kb, fake))
+        assert sum(is_integration(r) for r in fake.requests) == 4          # L = 4
+        capped = kb.retrieve(QUESTION + " (two)", method="cirag", k=5, llm=llm_for(kb, fake), rounds=2)
+    assert hits.trace.outcome["finish"] == "cap"
+    assert len([s for s in hits.trace.steps if s["step"] == "construct"]) == 4
+    assert len([s for s in capped.trace.steps if s["step"] == "integrate"]) == 2
+
+
+def test_malformed_integrator_output_degrades(kb):
+    def garbage(request):
+        return "I think the answer is somewhere above." if is_integration(request) else "851"
+
+    with FakeLLM(garbage) as fake:
+        hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(kb, fake))
+        assert sum(is_integration(r) for r in fake.requests) == 2            # one repair, then give up
+    assert hits.trace.outcome == {"finish": "malformed", "granularity": "triples"}
+    stop = next(s for s in hits.trace.steps if s["step"] == "stop")
+    assert stop["reason"] == "malformed integrator reply" and "somewhere" in stop["reply"]
+    assert any(s["step"] == "evidence" for s in hits.trace.steps)          # first round's candidates used
+    assert hits.answer == "851" and len(hits) == 5
+
+
+def test_unreachable_llm_never_crashes(kb):
+    settings = LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout=2)
+    hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=kb.llm(settings))
+    assert hits.trace.outcome["finish"] == "llm_error" and hits.trace.outcome["granularity"] == "error"
+    assert hits.answer is None and len(hits) == 5
+
+
+def test_empty_corpus_makes_no_llm_call(db):
+    empty = db.corpus("ci-empty")
+    with FakeLLM(Chain()) as fake:
+        hits = empty.retrieve(QUESTION, method="cirag", k=5, llm=llm_for(empty, fake))
+        assert fake.requests == []
+    assert len(hits) == 0 and hits.answer is None
+    assert hits.trace.outcome == {"finish": "no_candidates", "granularity": "none"}
+
+
+def test_without_llm_construction_only(kb):
+    hits = kb.retrieve(QUESTION, method="cirag", k=5, llm=False)
+    assert hits.answer is None and hits.trace.outcome == {"finish": "no_llm", "granularity": "none"}
+    [fallback] = [s for s in hits.trace.steps if s["step"] == "fallback"]
+    assert "llm=False" in fallback["note"]
+    assert len([s for s in hits.trace.steps if s["step"] == "construct"]) == 1
+    scores = [h.score for h in hits if "triple" in h.details]
+    assert scores == sorted(scores, reverse=True) and hits[0].provenance.external_id == "lothair"
+    with pytest.raises(PgragError, match="bad cirag option"):
+        kb.retrieve(QUESTION, method="cirag", k=5, llm=False, rouns=2)
+
+
+def test_missing_triples_are_extracted_on_the_fly_for_retrieved_documents_only(db, wiki_docs):
+    kb = db.corpus("fly")
+    kb.ingest(wiki_docs, progress=False)                     # no triples at all
+    hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=False, documents=2)
+    with db.transaction() as conn:
+        done = conn.execute("SELECT DISTINCT d.external_id FROM pgrag.chunk_extraction e "
+                            "JOIN pgrag.chunk c USING (corpus_id, chunk_id) JOIN pgrag.document d "
+                            "USING (corpus_id, document_id) WHERE e.corpus_id = %s", (kb.id,)).fetchall()
+    assert len(done) == 2 and {h.provenance.external_id for h in hits} <= {d for (d,) in done}
+    assert next(s for s in hits.trace.steps if s["step"] == "construct")["extracted_chunks"] >= 2
+    again = kb.retrieve(QUESTION, method="cirag", k=3, llm=False, documents=2)
+    assert next(s for s in again.trace.steps if s["step"] == "construct")["extracted_chunks"] == 0
+
+
+def test_sql_construction_has_provenance(db, kb):
+    vector = kb.embedder.encode([QUESTION])[0]
+    with db.transaction() as conn:
+        rows = conn.execute("SELECT c.rank, c.document_rank, c.char_start, c.char_end, c.sentence, d.body, c.title "
+                            "FROM pgrag.cirag_candidates('ci', %s, documents => 2, candidates => 5) c "
+                            "JOIN pgrag.document d ON d.corpus_id = %s AND d.document_id = c.document_id "
+                            "ORDER BY c.rank", (vector, kb.id)).fetchall()
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1)) and 0 < len(rows) <= 5
+    assert {r[1] for r in rows} <= {1, 2}
+    for _, _, start, end, sentence, body, _ in rows:
+        assert body[start:end] in body and sentence in body          # the sentence holding the triple
+        assert body.index(sentence) <= start < body.index(sentence) + len(sentence)
+
+
+def test_parse_decision_and_refusals():
+    cands = [Candidate(number=i, triple_id=i, score=0.5, subject=f"s{i}", predicate="p", object=f"o{i}",
+                       chunk_id=1, document_id=1, title="T", sentence_ordinal=0, char_start=0, char_end=1,
+                       sentence="x") for i in (1, 2, 3)]
+    d = parse_decision({"thought": "t", "core": [3, "1", "(s2; p; o2)", ["s1", "p", "o1"], 9], "next_query": "None"},
+                       cands)
+    assert d.core == (3, 1, 2) and d.next_query is None
+    assert parse_decision({"core": [], "next_query": " Who  is X? "}, cands).next_query == "Who is X?"
+    for bad in (["core"], {"thought": "no core"}, {"core": [1], "next_query": 5}):
+        with pytest.raises(ValueError):
+            parse_decision(bad, cands)
+    for refusal in ("Unanswerable", "unanswerable.", "UNANSWERABLE!", "The question cannot be answered.",
+                    "There is not enough information.", "Unknown", "I don't know", ""):
+        assert is_refusal(refusal), refusal
+    for answer in ("20 March 851", "Unknown Pleasures", "Nonesuch Records", "Paris"):
+        assert not is_refusal(answer), answer
+
+
+def test_export_trajectories(database_uri, db, kb, tmp_path):
+    from pgrag.cli import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": QUESTION, "answer": "20 March 851",
+                                     "supporting_titles": ["Lothair II", "Ermengarde of Tours"]}) + "\n")
+    out = tmp_path / "traj.jsonl"
+    with FakeLLM(Chain()) as fake:
+        result = CliRunner().invoke(main, ["export-trajectories", "--corpus", "ci", "--questions", str(questions),
+                                           "--out", str(out), "--llm", fake.base_url, "--llm-model", fake.model,
+                                           "--dsn", database_uri, "--no-progress"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["meta"]["round"] for line in lines] == [1, 2]
+    assert all([m["role"] for m in line["messages"]] == ["system", "user", "assistant"] for line in lines)
+    decision = json.loads(lines[1]["messages"][2]["content"])
+    assert decision["next_query"] is None and decision["core"]
+    assert "Round 1 (query:" in lines[1]["messages"][1]["content"]
+    assert lines[0]["meta"]["question_id"] == "q1" and lines[0]["meta"]["correct"] is True
+
+    result = CliRunner().invoke(main, ["export-trajectories", "--corpus", "ci", "--questions", str(questions),
+                                       "--out", str(out), "--dsn", database_uri])
+    assert result.exit_code != 0 and "needs an LLM" in result.output
+
+
+def test_real_local_llm_runs_the_loop(db, wiki_docs, local_llm_url):
+    """SmolLM2-135M drives integration and the cascade for real: replies may be
+    garbage, the loop must still run end to end and account for its tokens."""
+    from pgrag.local_llm import MODEL_ALIAS
+
+    kb = db.corpus("ci-real")
+    kb.ingest(wiki_docs, progress=False)      # triples extracted on the fly (spaCy)
+    llm = kb.llm(LLMSettings(base_url=local_llm_url, model=MODEL_ALIAS, timeout=120))
+    hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=llm, documents=2, candidates=4, rounds=2, max_tokens=48)
+    trace = hits.trace
+    assert trace.outcome["finish"] in {"natural", "cap", "repeat", "malformed", "no_candidates"}
+    assert trace.outcome["granularity"] in cirag.GRANULARITIES
+    assert isinstance(hits.answer, str)
+    integrations = [s for s in trace.steps if s["step"] in ("integrate", "stop")]
+    assert integrations and 1 <= len([s for s in trace.steps if s["step"] == "construct"]) <= 2
+    assert trace.llm_calls >= 2 and trace.prompt_tokens > 100 and trace.completion_tokens > 0
+    assert 1 <= len(hits) <= 3
