@@ -69,6 +69,8 @@ T2RAG_ANSWER_USER = (
 T2RAG_ANSWER_FORCED_USER = (
     "Question: {question}\nFacts:\n{facts}\nStill open:\n{open}\n\nEvidence:\n{evidence}\n\n"
     "Answer with a short phrase only (a name, date, number, or yes/no)."
+)
+
 # ---------------------------------------------------------------------------
 # CIRAG (../shared/papers/cirag.md): integration phase (§3.3, Appendix A.2) and
 # the cascaded answer (§3.4, Appendix A.3). The paper's figures hold the prompt
