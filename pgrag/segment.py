@@ -24,9 +24,9 @@ import numpy as np
 
 @dataclass(frozen=True, kw_only=True)
 class SegmentSettings:
-    threshold: float = 0.3     # cut where the windows' cosine is below this
+    threshold: float = 0.3     # cut where the windows' cosine is below this (and at a valley)
     window: int = 2            # sentences averaged on each side of a gap
-    min_chars: int = 150       # no node shorter than this (unless the document is)
+    min_chars: int = 100       # no node shorter than this (unless the document is)
     max_chars: int = 1000      # a node is cut before it grows past this
 
     def __post_init__(self) -> None:
@@ -76,7 +76,11 @@ def segment(spans: list[tuple[int, int]], vectors: np.ndarray | None,
         length = spans[g][1] - spans[first][0]
         rest = end_of_doc - spans[g + 1][0]
         too_long = spans[g + 1][1] - spans[first][0] > settings.max_chars
-        drop = sims[g] < settings.threshold and length >= settings.min_chars and rest >= settings.min_chars
+        # a cut sits at a local minimum of similarity (TextTiling's valley), so a
+        # slow slide across two topics is cut once, at its lowest point
+        valley = (g == 0 or sims[g] <= sims[g - 1]) and (g == n - 2 or sims[g] <= sims[g + 1])
+        drop = (sims[g] < settings.threshold and valley
+                and length >= settings.min_chars and rest >= settings.min_chars)
         if drop or too_long:
             nodes.append((first, g))
             first = g + 1
