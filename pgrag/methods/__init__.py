@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
 
-MAIN = ("dense", "bm25", "hybrid", "tigrag")   # what the demo and eval run by default
+MAIN = ("dense", "bm25", "hybrid", "tigrag", "threadrag")   # what the demo and eval run by default
 _registered: dict[str, Method] = {}
 
 
@@ -29,6 +29,8 @@ def registry() -> dict[str, Method]:
 
     methods: dict[str, Method] = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
     methods.update({name: tigrag.retriever(name) for name in tigrag.PRESETS})
+    from . import threadrag
+    methods["threadrag"] = threadrag.retrieve
     methods.update(_registered)
     return methods
 
