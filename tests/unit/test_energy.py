@@ -110,3 +110,12 @@ def test_linearise_splits_non_consecutive_runs():
     paths = linearise(nodes, np.array([0.5, 0.4, 0.0, 0.3]), np.array([True, True, False, True]))
     assert [p.ordinals for p in paths] == [(0, 1), (3,)]
     assert all(p.energy == 0.5 for p in paths)
+
+
+def test_capitalised_names_complete_spacy():
+    from pgrag.methods.threadrag import capitalised_names, merge_names
+
+    assert capitalised_names("Who was the mother of Lothair II?") == ["Lothair II"]
+    assert capitalised_names("Which film came out first, The Love Route or Engal Aasan?") == \
+        ["Love Route", "Engal Aasan"]
+    assert merge_names(["Nicki Minaj"], ["Nicki Minaj", "Minaj", "Lil Wayne"]) == ["Nicki Minaj", "Lil Wayne"]
