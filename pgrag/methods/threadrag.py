@@ -147,6 +147,7 @@ class Pathfinding:
     energy: np.ndarray
     kept: np.ndarray
     paths: list[Path]
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(0))   # anchor scores
 
 
 @dataclass(kw_only=True)
@@ -335,7 +336,7 @@ def pathfind(nodes: list[Node], weights: sp.csr_matrix, scores: np.ndarray, prov
     ``scores`` is each node's anchor score, ``provenance`` its provenance weight."""
     n = len(nodes)
     if n == 0:
-        return Pathfinding(anchors=[], energy=np.zeros(0), kept=np.zeros(0, bool), paths=[])
+        return Pathfinding(anchors=[], energy=np.zeros(0), kept=np.zeros(0, bool), paths=[], scores=scores)
     order = sorted(range(n), key=lambda i: (-scores[i], nodes[i].node_id))
     anchors = order[: settings.anchors]
     initial = np.zeros(n)
@@ -343,7 +344,8 @@ def pathfind(nodes: list[Node], weights: sp.csr_matrix, scores: np.ndarray, prov
     initial /= initial.sum()
     energy = propagate_energy(weights, initial, decay=settings.decay, steps=settings.steps)
     kept = reachable(weights, anchors, energy >= settings.threshold)
-    return Pathfinding(anchors=anchors, energy=energy, kept=kept, paths=linearise(nodes, energy, kept))
+    return Pathfinding(anchors=anchors, energy=energy, kept=kept, paths=linearise(nodes, energy, kept),
+                       scores=np.asarray(scores, dtype=np.float64))
 
 
 def linearise(nodes: list[Node], energy: np.ndarray, kept: np.ndarray) -> list[Path]:
@@ -543,13 +545,14 @@ def _hits(kb: "Corpus", state: _State, found: Pathfinding, k: int, settings: Thr
          {"path": i + 1, "title": p.title, "nodes": list(p.ordinals), "energy": round(p.energy, 5)}, p.energy)
         for i, p in enumerate(found.paths)]
     if settings.fill:
+        # by energy, then (for the many with none) by anchor score
         on_path = {p.document_id for p in found.paths}
-        best: dict[int, float] = {}
-        for node, e in zip(state.nodes, found.energy):
+        best: dict[int, tuple[float, float]] = {}
+        for node, e, score in zip(state.nodes, found.energy, found.scores):
             if node.document_id not in on_path:
-                best[node.document_id] = max(best.get(node.document_id, 0.0), float(e))
-        spans.extend((d, 0, 2**31 - 1, {"path": None, "fill": True, "energy": round(e, 5)}, e)
-                     for d, e in sorted(best.items(), key=lambda x: (-x[1], x[0])))
+                best[node.document_id] = max(best.get(node.document_id, (0.0, -1.0)), (float(e), float(score)))
+        spans.extend((d, 0, 2**31 - 1, {"path": None, "fill": True, "energy": round(e[0], 5)}, e[0])
+                     for d, e in sorted(best.items(), key=lambda x: (-x[1][0], -x[1][1], x[0])))
     rows = kb.db.fetchall("threadrag_chunks", {"corpus_id": kb.id, "document_ids": [s[0] for s in spans],
                                                "starts": [s[1] for s in spans], "ends": [s[2] for s in spans]})
     chosen: list[tuple[int, dict[str, Any], float]] = []
