@@ -40,6 +40,7 @@ def run(db: Database, *, k: int = 3, progress: bool = True) -> tuple[IngestRepor
     with every available method."""
     kb = db.corpus(SAMPLE_CORPUS)
     report = kb.ingest(sample_documents(), progress=progress)
+    kb.build_semantic_nodes(progress=progress)   # ThreadRAG, for a sample ingested before nodes existed
     answers = [
         DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k))
         for q in sample_questions()
