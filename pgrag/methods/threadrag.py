@@ -183,33 +183,8 @@ def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "
     _add_documents(kb, state, targeted, settings.remote_weight, settings, trace)
     trace.step("documents", round=1, question=list(state.documents), entities=entities, targeted=targeted)
 
-    answer: str | None = None
-    for round_ in range(1, (settings.iterations if llm else 1) + 1):
-        found = _pathfind(kb, state, q_vec, entities, settings, trace, round_)
-        if llm is None:
-            trace.outcome["finish"] = "no_llm"
-            break
-        verdict = _sufficient(llm, question, found.paths, settings, trace, round_)
-        if verdict is None:
-            trace.outcome["finish"] = "llm_error"
-            break
-        sufficient, missing = verdict
-        if sufficient:
-            trace.outcome["finish"] = "sufficient"
-            break
-        if round_ == settings.iterations:
-            trace.outcome["finish"] = "max_iterations"
-            break
-        if not missing:
-            trace.outcome["finish"] = "nothing_missing"
-            break
-        new = _targeted(kb, missing, settings.documents, state, settings, trace)
-        trace.step("targeted retrieval", round=round_, missing=missing, documents=new)
-        if not new:
-            trace.outcome["finish"] = "no_new_documents"
-            break
-        _add_documents(kb, state, new, settings.remote_weight, settings, trace)
-        entities = list(dict.fromkeys(entities + missing))
+    found = _rounds(kb, state, question, q_vec, entities, settings, llm, trace)
+    answer = None
     if llm is not None and trace.outcome.get("finish") != "llm_error":
         answer = _answer(llm, question, found.paths, settings, trace)
     trace.outcome["rounds"] = str(sum(1 for s in trace.steps if s["step"] == "pathfinding"))
@@ -218,6 +193,34 @@ def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "
         trace.charge(llm.usage.since(before))
     trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
     return Hits(hits, trace, answer=answer)
+
+
+def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entities: list[str],
+            settings: ThreadragSettings, llm: "LLM | None", trace: Trace) -> Pathfinding:
+    """Pathfinding, then (with an LLM) sufficiency check and targeted retrieval,
+    until the evidence suffices or a stop condition; the last pass is returned."""
+    for round_ in range(1, (settings.iterations if llm else 1) + 1):
+        found = _pathfind(kb, state, q_vec, entities, settings, trace, round_)
+        if llm is None:
+            trace.outcome["finish"] = "no_llm"
+            return found
+        verdict = _sufficient(llm, question, found.paths, settings, trace, round_)
+        stop = ("llm_error" if verdict is None else "sufficient" if verdict[0] else
+                "max_iterations" if round_ == settings.iterations else
+                "nothing_missing" if not verdict[1] else None)
+        if stop:
+            trace.outcome["finish"] = stop
+            return found
+        assert verdict is not None
+        missing = verdict[1]
+        new = _targeted(kb, missing, settings.documents, state, settings, trace)
+        trace.step("targeted retrieval", round=round_, missing=missing, documents=new)
+        if not new:
+            trace.outcome["finish"] = "no_new_documents"
+            return found
+        _add_documents(kb, state, new, settings.remote_weight, settings, trace)
+        entities = list(dict.fromkeys(entities + missing))
+    return found
 
 
 # -- retrieval -----------------------------------------------------------------
