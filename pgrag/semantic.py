@@ -99,8 +99,8 @@ def plan_nodes(docs: Sequence[DocumentText], embedder: Embedder,
     embeddings: list[np.ndarray | None] = []
     missing: list[int] = []
     for d, doc_nodes in zip(docs, nodes):
-        for n in doc_nodes:
-            reused = d.chunks.get((n.start, n.end))
+        for node in doc_nodes:
+            reused = d.chunks.get((node.start, node.end))
             embeddings.append(reused)
             if reused is None:
                 missing.append(len(embeddings) - 1)

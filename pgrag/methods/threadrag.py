@@ -355,8 +355,8 @@ def linearise(nodes: list[Node], energy: np.ndarray, kept: np.ndarray) -> list[P
     """Documents by relevance (best kept energy, then document id), nodes in
     narrative order; consecutive ordinals join into one path."""
     by_doc: dict[int, list[int]] = {}
-    for i in np.flatnonzero(kept):
-        by_doc.setdefault(nodes[i].document_id, []).append(int(i))
+    for i in map(int, np.flatnonzero(kept)):
+        by_doc.setdefault(nodes[i].document_id, []).append(i)
     relevance = {d: max(float(energy[i]) for i in idx) for d, idx in by_doc.items()}
     paths: list[Path] = []
     for doc in sorted(by_doc, key=lambda d: (-relevance[d], d)):
@@ -453,7 +453,8 @@ def capitalised_names(question: str) -> list[str]:
     "Lothair II" or "Engal Aasan": the small spaCy model misses many names in
     questions (lower-case context, no sentence around them)."""
     words = _WORD.findall(question)
-    names, run = [], []
+    names: list[str] = []
+    run: list[str] = []
     for i, w in enumerate(words + ["."]):
         capital = w[:1].isupper() or (run and w[:1].isdigit())
         if capital and not (i == 0 and w.lower() in _QUESTION_WORDS):
