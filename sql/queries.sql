@@ -324,14 +324,15 @@ GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
 
 -- name: threadrag_nodes
 -- Semantic nodes of documents with their embeddings, their name-like entities
--- (stored at ingest, lower-cased) and their rare terms (df <= max_df), in narrative order.
+-- (stored at ingest, lower-cased, in text order) and their rare terms (df <= max_df), in narrative order.
 SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n.text, n.embedding,
-       ARRAY(SELECT DISTINCT lower(e.entity)
+       ARRAY(SELECT lower(e.entity)
              FROM pgrag.chunk c
              JOIN pgrag.chunk_entity e ON e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id
              WHERE c.corpus_id = n.corpus_id AND c.document_id = n.document_id
                AND e.char_start >= n.char_start AND e.char_end <= n.char_end
-               AND e.label = ANY (%(labels)s::text[])) AS entities,
+               AND e.label = ANY (%(labels)s::text[])
+             ORDER BY e.char_start, e.chunk_id) AS entities,
        ARRAY(SELECT DISTINCT t.term FROM pgrag.token t
              WHERE t.corpus_id = n.corpus_id AND t.term = ANY (pgrag.tokenize(n.text))
                AND t.df <= %(max_df)s) AS terms

@@ -94,6 +94,8 @@ class ThreadragSettings:
     max_context_chars: int = 6000    # evidence passed to the LLM
     entity_labels: tuple[str, ...] = NAME_LABELS
     capitalised: bool = True         # no LLM: add runs of capitalised words to spaCy's entities
+    bridge_entities: int = 3         # no LLM: entities of the top documents retrieved for (0: off)
+    bridge_from: int = 1             # ... taken from this many top question documents
 
     def __post_init__(self) -> None:
         if self.anchors < 1 or self.documents < 1 or self.iterations < 1 or self.steps < 0:
@@ -115,6 +117,7 @@ class Node:
     text: str
     embedding: np.ndarray
     keys: frozenset[str]             # lower-cased entities and rare terms
+    entities: tuple[str, ...] = ()   # lower-cased name-like entities, in text order
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +184,12 @@ def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "
                    settings.local_weight, settings, trace)
     targeted = _targeted(kb, entities, settings.entity_documents * len(entities), state, settings, trace)
     _add_documents(kb, state, targeted, settings.remote_weight, settings, trace)
-    trace.step("documents", round=1, question=list(state.documents), entities=entities, targeted=targeted)
+    if llm is None and settings.bridge_entities:
+        bridges = _bridge_entities(state, question, entities, settings)
+        found_docs = _targeted(kb, bridges, len(bridges), state, settings, trace)
+        _add_documents(kb, state, found_docs, settings.remote_weight, settings, trace)
+        trace.step("bridge", entities=bridges, documents=found_docs)
+    trace.step("documents", round=1, all=list(state.documents), entities=entities, targeted=targeted)
 
     found = _rounds(kb, state, question, q_vec, entities, settings, llm, trace)
     answer = None
@@ -265,6 +273,23 @@ def _targeted(kb: "Corpus", entities: list[str], budget: int, state: _State, set
     return out
 
 
+def _bridge_entities(state: _State, question: str, entities: list[str],
+                     settings: ThreadragSettings) -> list[str]:
+    """Without an LLM to name what is missing: the first entities of the top
+    question documents that the question does not already name (the bridge of a
+    compositional question, e.g. the director of the film it asks about)."""
+    top = list(state.documents)[: settings.bridge_from]
+    known = [question.casefold()] + [e.casefold() for e in entities]
+    out: list[str] = []
+    for node in sorted((n for n in state.nodes if n.document_id in top),
+                       key=lambda n: (top.index(n.document_id), n.ordinal)):
+        for e in node.entities:
+            if len(out) < settings.bridge_entities and e not in out and not any(e in k for k in known) \
+                    and e != node.title.casefold():
+                out.append(e)
+    return out
+
+
 def _add_documents(kb: "Corpus", state: _State, documents: list[int], provenance: float,
                    settings: ThreadragSettings, trace: Trace) -> None:
     new = [d for d in documents if d not in state.documents]
@@ -277,7 +302,8 @@ def _add_documents(kb: "Corpus", state: _State, documents: list[int], provenance
                                               "labels": list(settings.entity_labels), "max_df": settings.rare_df})
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
-                            keys=frozenset(r[8]) | frozenset(r[9])) for r in rows)
+                            keys=frozenset(r[8]) | frozenset(r[9]),
+                            entities=tuple(dict.fromkeys(r[8]))) for r in rows)
     _time(trace, "nodes", t0)
     missing = set(new) - {r[1] for r in rows}
     if missing:
