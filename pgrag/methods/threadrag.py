@@ -32,7 +32,10 @@ The agent (§3.3), with an LLM: entities from the LLM (the paper's App. F.1),
 then up to ``iterations`` rounds of pass -> sufficiency check of the linearised
 paths -> targeted retrieval of ``documents`` new documents for the entities the
 LLM names as missing; then the answer from the final paths. Without an LLM: one
-pass with the question's spaCy entities as anchors, no answer.
+pass with the question's spaCy entities as anchors, no answer; in place of the
+LLM's "missing" entities, the first ``bridge_entities`` entities of the top
+question document (not named by the question) get targeted retrieval before the
+graph is built (a pgrag addition; ``bridge_entities=0`` is the plain fallback).
 
 Why the cross-document edges are not stored: they depend on which other
 documents exist, so stored top-m neighbours would depend on ingest order and
