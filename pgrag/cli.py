@@ -567,5 +567,28 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
                f"{report.completion_tokens} completion tokens)")
 
 
+# -- ThreadRAG ------------------------------------------------------------------
+
+@main.command("threadrag-index")
+@click.option("--corpus", "-c", required=True, help="Corpus name.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Documents per transaction.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@dsn_option
+@json_option
+def threadrag_index(corpus: str, batch_size: int, progress: bool, dsn: str | None, as_json: bool) -> None:
+    """Build ThreadRAG semantic nodes for documents that have none (resumable).
+
+    Ingest builds them for new documents; this backfills corpora ingested before.
+
+        pgrag threadrag-index --corpus 2wiki
+    """
+    kb = _connect(dsn).corpus(corpus, create=False)
+    data = dataclasses.asdict(kb.build_semantic_nodes(batch_size=batch_size, progress=progress))
+    click.echo(json.dumps(data, indent=2) if as_json else
+               f"semantic nodes: {data['nodes']} for {data['documents']} documents in {data['total_seconds']:.1f}s "
+               f"({data['sentences_embedded']} sentences and {data['nodes_embedded']} nodes embedded)")
+
+
 if __name__ == "__main__":
     main()

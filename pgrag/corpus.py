@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .db import Database
     from .extract import ExtractionReport
     from .llm import LLM, LLMSettings
+    from .semantic import NodeReport
 
 MAX_VECTOR_DIM = 2000
 
@@ -109,6 +110,13 @@ class Corpus:
         if extractor == "llm" and llm is None:
             llm = self.llm()
         return extract_triples(self, extractor, llm=llm, batch_size=batch_size, progress=progress)
+
+    def build_semantic_nodes(self, *, batch_size: int = 256, progress: bool = True) -> "NodeReport":
+        """ThreadRAG semantic nodes (and narrative edges) for every indexed document
+        that has none, e.g. in a corpus ingested before they existed. Resumable."""
+        from .semantic import build_semantic_nodes
+
+        return build_semantic_nodes(self, batch_size=batch_size, progress=progress)
 
     def propositions(self, queries: str | Sequence[str], *, unique_chunks: int = 5) -> list[Proposition]:
         """Propositions most similar to the query (or to any of several queries, one

@@ -47,6 +47,7 @@ def run(db: Database, *, k: int = 3, llm: "LLMSettings | None" = None,
     names = methods.names(variants=False)
     report = kb.ingest(sample_documents(), progress=progress,
                        extract_triples="spacy" if methods.needs_triples(names) else False)
+    kb.build_semantic_nodes(progress=progress)   # ThreadRAG, for a sample ingested before nodes existed
     client = kb.llm(llm) if llm is not None and llm.configured else None
     answers = []
     for q in sample_questions():

@@ -175,6 +175,7 @@ def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = N
     built = report.added + report.replaced
     if built:
         _add_seconds(db, kb.id, "index_seconds", report.total_seconds)
+    kb.build_semantic_nodes(progress=progress)   # ThreadRAG's nodes, for corpora ingested before them
     if extract:
         extraction = kb.extract_triples(extract, llm=llm, progress=progress)
         if extraction.chunks:

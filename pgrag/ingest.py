@@ -26,6 +26,7 @@ from . import nlp
 from .db import Database
 from .embed import Embedder
 from .queries import query
+from .semantic import DocumentText, NodeRow, copy_nodes, plan_nodes
 from .sources import DocumentIn
 from .text import chunk_search_text, content_hash, sentence_windows
 
@@ -53,10 +54,12 @@ class IngestReport:
     sentences: int = 0
     chunks: int = 0
     entities: int = 0
+    nodes: int = 0                    # ThreadRAG semantic nodes
     total_seconds: float = 0.0
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0
     other_seconds: float = 0.0
+    node_embedding_seconds: float = 0.0   # part of embedding_seconds: sentences and nodes
     triples: Any = None  # an extract.ExtractionReport when triples were extracted
 
 @dataclass(slots=True)
@@ -76,6 +79,8 @@ class _Prepared:
     chunks: list[_ChunkRow]
     entities: list[nlp.Entity]
     embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    nodes: list[NodeRow] = field(default_factory=list)
+    node_embeddings: list[np.ndarray] = field(default_factory=list)
 
 
 def ingest(
@@ -155,9 +160,26 @@ def _prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder
     for pr in prepared:
         pr.embeddings = vectors[offset : offset + len(pr.chunks)]
         offset += len(pr.chunks)
+    _plan_nodes(prepared, embedder, report)
     report.nlp_seconds += t1 - t0
     report.embedding_seconds += t3 - t2
     return prepared
+
+
+def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestReport) -> None:
+    """ThreadRAG semantic nodes of each document (pgrag.semantic), from the
+    sentences just found and the chunk vectors just computed."""
+    docs = [DocumentText(title=p.doc.title, body=p.doc.body, sentences=p.sentences,
+                         chunks={(c.start, c.end): v for c, v in zip(p.chunks, p.embeddings)})
+            for p in prepared]
+    nodes, vectors, stats = plan_nodes(docs, embedder)
+    offset = 0
+    for p, doc_nodes in zip(prepared, nodes):
+        p.nodes = doc_nodes
+        p.node_embeddings = vectors[offset: offset + len(doc_nodes)]
+        offset += len(doc_nodes)
+    report.embedding_seconds += stats["seconds"]
+    report.node_embedding_seconds += stats["seconds"]
 
 
 def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport) -> None:
@@ -200,6 +222,8 @@ def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: 
                 "metadata": [Jsonb(p.doc.metadata) for p in new],
             }).fetchall())
         chunk_ids = _copy_rows(conn, cid, work, ids, report)
+        report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
+                                   [v for p in work for v in p.node_embeddings])
         conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
         conn.execute(query("mark_indexed"), {
             "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})

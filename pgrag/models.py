@@ -28,7 +28,7 @@ from sqlalchemy import (
     func,
     text as sa_text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -238,3 +238,56 @@ class ChunkExtraction(Base):
     extractor: Mapped[str] = mapped_column(Text, primary_key=True)
     triples: Mapped[int] = mapped_column(Integer)
     failed: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
+
+
+class SemanticNode(Base):
+    """A ThreadRAG semantic node: consecutive sentences of one document, with
+    offsets into its body (``body[char_start:char_end] == text``)."""
+
+    __tablename__ = "semantic_node"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "document_id", "ordinal"),
+        ForeignKeyConstraint(
+            ["corpus_id", "document_id"], ["pgrag.document.corpus_id", "pgrag.document.document_id"],
+            ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["corpus_id", "document_id", "first_sentence"],
+            ["pgrag.sentence.corpus_id", "pgrag.sentence.document_id", "pgrag.sentence.ordinal"],
+            ondelete="CASCADE"),
+        CheckConstraint("first_sentence <= last_sentence AND 0 <= char_start AND char_start <= char_end"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    node_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    document_id: Mapped[int] = mapped_column(BigInteger)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    first_sentence: Mapped[int] = mapped_column(Integer)
+    last_sentence: Mapped[int] = mapped_column(Integer)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector())
+
+
+class SemanticEdge(Base):
+    """An undirected edge between two semantic nodes (node_a < node_b)."""
+
+    __tablename__ = "semantic_edge"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "node_a"], ["pgrag.semantic_node.corpus_id", "pgrag.semantic_node.node_id"],
+            ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["corpus_id", "node_b"], ["pgrag.semantic_node.corpus_id", "pgrag.semantic_node.node_id"],
+            ondelete="CASCADE"),
+        CheckConstraint("kind IN ('narrative', 'semantic', 'lexical')"),
+        CheckConstraint("weight > 0"),
+        CheckConstraint("node_a < node_b"),
+        Index("semantic_edge_b_idx", "corpus_id", "node_b"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    node_a: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    node_b: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    weight: Mapped[float] = mapped_column(DOUBLE_PRECISION)

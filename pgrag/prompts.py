@@ -102,3 +102,26 @@ CIRAG_ANSWER_USER = (
     "Question: {question}\n"
     "Reply with the answer only (a short phrase), or Unanswerable."
 )
+
+
+# ---------------------------------------------------------------------------
+# ThreadRAG (../shared/papers/threadrag.md): entity anchors (its App. F.1), the
+# information-sufficiency discriminator (App. F.2) and answer synthesis.
+# ---------------------------------------------------------------------------
+
+THREADRAG_ENTITIES = (
+    'Example question: "What sport does the founder of Google play?"\n'
+    'Example answer: {{"entities": ["Google", "Larry Page"]}}\n\n'
+    "Question: {question}\n\n"
+    "List every entity needed to answer the question (names of people, places, works, organisations) "
+    'as JSON in the same format: {{"entities": ["..."]}}'
+)
+THREADRAG_SUFFICIENT = (
+    "Evidence:\n{context}\n\nQuestion: {question}\n\n"
+    "Does the evidence contain every fact needed to answer the question? Reply with JSON only: "
+    '{{"sufficient": true}} or {{"sufficient": false, "missing": ["name of a person, place or work to look up"]}}'
+)
+THREADRAG_ANSWER = (
+    "Evidence:\n{context}\n\nQuestion: {question}\n\n"
+    "Answer the question from the evidence with a short phrase only (a name, date, yes or no), no explanation."
+)

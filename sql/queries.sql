@@ -288,3 +288,104 @@ WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[])
   AND NOT EXISTS (SELECT 1 FROM pgrag.chunk_extraction e
                   WHERE e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id AND e.extractor = %(extractor)s)
 ORDER BY c.chunk_id;
+
+-- ---------------------------------------------------------------------------
+-- ThreadRAG: semantic nodes (stored per document) and query-time candidates
+-- ---------------------------------------------------------------------------
+
+-- name: insert_narrative_edges
+-- Narrative edges between consecutive semantic nodes of the given documents (weight 1).
+INSERT INTO pgrag.semantic_edge (corpus_id, node_a, node_b, kind, weight)
+SELECT a.corpus_id, least(a.node_id, b.node_id), greatest(a.node_id, b.node_id), 'narrative', 1.0
+FROM pgrag.semantic_node a
+JOIN pgrag.semantic_node b ON b.corpus_id = a.corpus_id AND b.document_id = a.document_id
+     AND b.ordinal = a.ordinal + 1
+WHERE a.corpus_id = %(corpus_id)s AND a.document_id = ANY (%(document_ids)s::bigint[])
+ON CONFLICT DO NOTHING;
+
+-- name: documents_without_nodes
+-- Indexed documents with sentences but no semantic nodes yet (what a backfill must do).
+SELECT d.document_id FROM pgrag.document d
+WHERE d.corpus_id = %(corpus_id)s AND d.indexed_hash = d.content_hash
+  AND EXISTS (SELECT 1 FROM pgrag.sentence s WHERE s.corpus_id = d.corpus_id AND s.document_id = d.document_id)
+  AND NOT EXISTS (SELECT 1 FROM pgrag.semantic_node n
+                  WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
+ORDER BY d.document_id;
+
+-- name: segmentation_input
+-- Title, body, hash and sentence spans of documents, for building their nodes.
+SELECT d.document_id, d.title, d.body, d.content_hash,
+       array_agg(s.char_start ORDER BY s.ordinal), array_agg(s.char_end ORDER BY s.ordinal)
+FROM pgrag.document d
+JOIN pgrag.sentence s ON s.corpus_id = d.corpus_id AND s.document_id = d.document_id
+WHERE d.corpus_id = %(corpus_id)s AND d.document_id = ANY (%(document_ids)s::bigint[])
+GROUP BY d.corpus_id, d.document_id ORDER BY d.document_id;
+
+-- name: document_chunk_vectors
+-- Chunk spans and embeddings of documents (a node spanning exactly one chunk reuses its vector).
+SELECT document_id, char_start, char_end, embedding FROM pgrag.chunk
+WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[]);
+
+-- name: documents_ready_for_nodes
+-- Of the given documents, those still indexed at the given hash and without nodes (locked).
+SELECT d.document_id FROM pgrag.document d
+JOIN unnest(%(document_ids)s::bigint[], %(hashes)s::text[]) AS x(document_id, hash)
+     ON d.document_id = x.document_id
+WHERE d.corpus_id = %(corpus_id)s AND d.content_hash = x.hash AND d.indexed_hash = x.hash
+  AND NOT EXISTS (SELECT 1 FROM pgrag.semantic_node n
+                  WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
+FOR UPDATE OF d;
+
+-- name: threadrag_documents
+-- Distinct documents of the top fused (BM25 + dense, RRF) chunks, best first, minus some.
+SELECT h.document_id, min(h.rank) AS rank
+FROM pgrag.hybrid(%(corpus)s, %(query)s, %(embedding)s, %(depth)s, %(depth)s, 60) h
+WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
+GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
+
+-- name: threadrag_documents_dense
+-- Same, dense retrieval only.
+SELECT h.document_id, min(h.rank) AS rank
+FROM pgrag.dense(%(corpus)s, %(embedding)s, %(depth)s) h
+WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
+GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
+
+-- name: threadrag_documents_bm25
+-- Same, BM25 only.
+SELECT h.document_id, min(h.rank) AS rank
+FROM pgrag.bm25(%(corpus)s, %(query)s, %(depth)s) h
+WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
+GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
+
+-- name: threadrag_nodes
+-- Semantic nodes of documents with their embeddings, their name-like entities
+-- (stored at ingest, lower-cased, in text order) and their rare terms (df <= max_df), in narrative order.
+SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n.text, n.embedding,
+       ARRAY(SELECT lower(e.entity)
+             FROM pgrag.chunk c
+             JOIN pgrag.chunk_entity e ON e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id
+             WHERE c.corpus_id = n.corpus_id AND c.document_id = n.document_id
+               AND e.char_start >= n.char_start AND e.char_end <= n.char_end
+               AND e.label = ANY (%(labels)s::text[])
+             ORDER BY e.char_start, e.chunk_id) AS entities,
+       ARRAY(SELECT DISTINCT t.term FROM pgrag.token t
+             WHERE t.corpus_id = n.corpus_id AND t.term = ANY (pgrag.tokenize(n.text))
+               AND t.df <= %(max_df)s) AS terms
+FROM pgrag.semantic_node n
+JOIN pgrag.document d ON d.corpus_id = n.corpus_id AND d.document_id = n.document_id
+WHERE n.corpus_id = %(corpus_id)s AND n.document_id = ANY (%(document_ids)s::bigint[])
+ORDER BY n.document_id, n.ordinal;
+
+-- name: threadrag_stored_edges
+-- Stored edges (narrative) among some nodes.
+SELECT node_a, node_b, kind, weight FROM pgrag.semantic_edge
+WHERE corpus_id = %(corpus_id)s AND node_a = ANY (%(node_ids)s::bigint[]) AND node_b = ANY (%(node_ids)s::bigint[]);
+
+-- name: threadrag_chunks
+-- Chunks of documents that overlap given spans (document, start, end), for provenance of paths.
+SELECT x.i::integer, c.chunk_id, c.char_start, c.char_end
+FROM unnest(%(document_ids)s::bigint[], %(starts)s::integer[], %(ends)s::integer[]) WITH ORDINALITY
+     AS x(document_id, char_start, char_end, i)
+JOIN pgrag.chunk c ON c.corpus_id = %(corpus_id)s AND c.document_id = x.document_id
+     AND c.char_start < x.char_end AND x.char_start < c.char_end
+ORDER BY x.i, c.ordinal;

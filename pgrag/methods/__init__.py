@@ -20,16 +20,17 @@ if TYPE_CHECKING:
 
 Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
 
-MAIN = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "cirag")   # what the demo and eval run by default
+MAIN = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")   # what the demo and eval run by default
 _registered: dict[str, Method] = {}
 
 
 def registry() -> dict[str, Method]:
-    from . import bm25, cirag, dense, hybrid, t2rag, tigrag
+    from . import bm25, cirag, dense, hybrid, t2rag, threadrag, tigrag
 
     methods: dict[str, Method] = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
     methods.update({name: tigrag.retriever(name) for name in tigrag.PRESETS})
     methods["t2rag"] = t2rag.retrieve
+    methods["threadrag"] = threadrag.retrieve
     methods["cirag"] = cirag.retrieve
     methods.update(_registered)
     return methods

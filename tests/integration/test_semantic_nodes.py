@@ -1,0 +1,94 @@
+"""ThreadRAG's semantic nodes at ingest: exact offsets, narrative edges, clean-up
+on replace/delete, equality with a rebuild, and the resumable backfill."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pgrag.semantic import as_array, build_semantic_nodes
+
+
+def nodes_of(db, kb, with_vectors=False):
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT d.external_id, n.ordinal, n.first_sentence, n.last_sentence, n.char_start, n.char_end, "
+            "n.text, d.body" + (", n.embedding" if with_vectors else "") +
+            " FROM pgrag.semantic_node n JOIN pgrag.document d USING (corpus_id, document_id) "
+            "WHERE n.corpus_id = %s ORDER BY d.external_id, n.ordinal", (kb.id,)).fetchall()
+
+
+def narrative_edges_of(db, kb):
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT da.external_id, a.ordinal, db.external_id, b.ordinal, e.kind, e.weight "
+            "FROM pgrag.semantic_edge e "
+            "JOIN pgrag.semantic_node a ON a.corpus_id = e.corpus_id AND a.node_id = e.node_a "
+            "JOIN pgrag.semantic_node b ON b.corpus_id = e.corpus_id AND b.node_id = e.node_b "
+            "JOIN pgrag.document da ON da.corpus_id = a.corpus_id AND da.document_id = a.document_id "
+            "JOIN pgrag.document db ON db.corpus_id = b.corpus_id AND db.document_id = b.document_id "
+            "WHERE e.corpus_id = %s ORDER BY 1, 2", (kb.id,)).fetchall()
+
+
+def without_body(rows):
+    return [r[:7] for r in rows]
+
+
+def test_node_text_is_the_document_slice_and_nodes_tile_the_sentences(db, wiki_docs):
+    kb = db.corpus("nodes")
+    report = kb.ingest(wiki_docs, progress=False)
+    rows = nodes_of(db, kb)
+    assert report.nodes == len(rows) > len(wiki_docs)       # the long document is cut
+    by_doc: dict[str, list] = {}
+    for ext, ordinal, first, last, start, end, text, body in rows:
+        assert body[start:end] == text and text.strip()
+        by_doc.setdefault(ext, []).append((ordinal, first, last))
+    with db.transaction() as conn:
+        sentences = dict(conn.execute(
+            "SELECT d.external_id, count(*) FROM pgrag.sentence s JOIN pgrag.document d USING (corpus_id, document_id) "
+            "WHERE s.corpus_id = %s GROUP BY 1", (kb.id,)).fetchall())
+    for ext, spans in by_doc.items():
+        assert [o for o, _, _ in spans] == list(range(len(spans)))
+        assert spans[0][1] == 0 and spans[-1][2] == sentences[ext] - 1
+        assert all(b[1] == a[2] + 1 for a, b in zip(spans, spans[1:]))
+    assert len(by_doc["long"]) >= 2
+    edges = narrative_edges_of(db, kb)
+    assert len(edges) == len(rows) - len(by_doc)
+    assert all(a == b and ob == oa + 1 and kind == "narrative" and w == 1.0 for a, oa, b, ob, kind, w in edges)
+
+
+def test_replace_and_delete_clean_up_and_equal_a_rebuild(db, wiki_docs):
+    kb = db.corpus("churn")
+    kb.ingest(wiki_docs, progress=False)
+    changed = dict(wiki_docs[4], text=wiki_docs[4]["text"].replace("valley", "canyon") + " A new last sentence.")
+    kb.ingest([changed], progress=False)
+    kb.delete(["minaj"])
+    final = [d for d in wiki_docs if d["id"] not in ("minaj", "long")] + [changed]
+    fresh = db.corpus("fresh")
+    fresh.ingest(final, progress=False)
+    assert without_body(nodes_of(db, kb)) == without_body(nodes_of(db, fresh))
+    assert narrative_edges_of(db, kb) == narrative_edges_of(db, fresh)
+    assert not any(r[0] == "minaj" for r in nodes_of(db, kb))
+    with db.transaction() as conn:   # no orphans: every node's document and edge's nodes exist
+        assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge e WHERE corpus_id = %s AND NOT EXISTS "
+                            "(SELECT 1 FROM pgrag.semantic_node n WHERE n.corpus_id = e.corpus_id "
+                            "AND n.node_id = e.node_a)", (kb.id,)).fetchone()[0] == 0
+
+
+def test_backfill_builds_the_same_nodes_and_resumes(db, wiki_docs):
+    kb = db.corpus("backfill")
+    kb.ingest(wiki_docs, progress=False)
+    before = nodes_of(db, kb, with_vectors=True)
+    edges = narrative_edges_of(db, kb)
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM pgrag.semantic_node WHERE corpus_id = %s AND document_id IN "
+                     "(SELECT document_id FROM pgrag.document WHERE corpus_id = %s AND external_id <> 'lothair')",
+                     (kb.id, kb.id))
+    report = build_semantic_nodes(kb, batch_size=2, progress=False)
+    assert report.documents == len(wiki_docs) - 1 and report.nodes == len(before) - 1
+    after = nodes_of(db, kb, with_vectors=True)
+    assert without_body(after) == without_body(before)
+    for a, b in zip(after, before):
+        assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
+    assert narrative_edges_of(db, kb) == edges
+    assert build_semantic_nodes(kb, progress=False).documents == 0     # nothing left to do
