@@ -1,5 +1,6 @@
 """Reliability (issue 9, items 1-3): incremental maintenance equals a rebuild for
-any sequence of adds, replacements and deletes; a SIGKILLed ingest leaves every
+any sequence of adds, replacements and deletes (every derived table: statistics,
+postings, edges, entities, triples, semantic nodes and edges, embeddings); a SIGKILLed ingest leaves every
 document fully indexed or absent and a re-run completes it; concurrent ingests,
 deletes and queries neither deadlock, duplicate, lose updates nor see a stale
 token graph."""
@@ -41,7 +42,11 @@ VERSIONS = [
      "Burgundy was ruled by Boso the Elder. Teutberga lived in Lotharingia."],
     ["Thionville is a town in Lorraine. Lothair I held court in Thionville.",
      "The court of Thionville saw the marriage of Lothair I and Ermengarde of Tours.",
-     "Lorraine takes its name from Lotharingia. Thionville lies in Lorraine."],
+     # Long enough (over 1,000 characters) to be cut into several semantic nodes.
+     "Lorraine takes its name from Lotharingia. Thionville lies in Lorraine. "
+     + " ".join(f"The river Moselle floods the meadows of Thionville in spring number {n}." for n in range(8))
+     + " Nicki Minaj performed a concert in New York. The rapper sang with Lil Wayne on stage. "
+     + " ".join(f"Queens cheered the rapper for song number {n} of the evening." for n in range(8))],
 ]
 
 
@@ -67,6 +72,18 @@ def everything(db: pgrag.Database, corpus_id: int) -> dict:
                JOIN pgrag.chunk c ON c.corpus_id = x.corpus_id AND c.chunk_id = x.chunk_id
                JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
                WHERE x.corpus_id = %s""", (corpus_id,)).fetchall())
+        out["nodes"] = sorted(conn.execute(
+            """SELECT d.external_id, n.ordinal, n.first_sentence, n.last_sentence, n.char_start, n.char_end, n.text
+               FROM pgrag.semantic_node n JOIN pgrag.document d USING (corpus_id, document_id)
+               WHERE n.corpus_id = %s""", (corpus_id,)).fetchall())
+        out["node_edges"] = sorted(conn.execute(
+            """SELECT da.external_id, a.ordinal, db.external_id, b.ordinal, e.kind, e.weight
+               FROM pgrag.semantic_edge e
+               JOIN pgrag.semantic_node a ON a.corpus_id = e.corpus_id AND a.node_id = e.node_a
+               JOIN pgrag.semantic_node b ON b.corpus_id = e.corpus_id AND b.node_id = e.node_b
+               JOIN pgrag.document da ON da.corpus_id = a.corpus_id AND da.document_id = a.document_id
+               JOIN pgrag.document db ON db.corpus_id = b.corpus_id AND db.document_id = b.document_id
+               WHERE e.corpus_id = %s""", (corpus_id,)).fetchall())
         out["documents"] = sorted(conn.execute(
             "SELECT external_id, title, body, content_hash = indexed_hash FROM pgrag.document WHERE corpus_id = %s",
             (corpus_id,)).fetchall())
@@ -77,7 +94,11 @@ def everything(db: pgrag.Database, corpus_id: int) -> dict:
                SELECT d.external_id || '/' || c.ordinal || '/' || t.ordinal, t.embedding::text FROM pgrag.triple t
                JOIN pgrag.chunk c ON c.corpus_id = t.corpus_id AND c.chunk_id = t.chunk_id
                JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
-               WHERE t.corpus_id = %s""", (corpus_id, corpus_id)).fetchall()
+               WHERE t.corpus_id = %s
+               UNION ALL
+               SELECT d.external_id || '#' || n.ordinal, n.embedding::text FROM pgrag.semantic_node n
+               JOIN pgrag.document d USING (corpus_id, document_id) WHERE n.corpus_id = %s""",
+            (corpus_id, corpus_id, corpus_id)).fetchall()
     out["vectors"] = {key: np.array(json.loads(v)) for key, v in vectors}
     return out
 
@@ -88,6 +109,14 @@ def assert_same(a: dict, b: dict) -> None:
     assert va.keys() == vb.keys()
     for key in va:  # embeddings of equal text, possibly batched differently
         assert np.allclose(va[key], vb[key], atol=1e-5), key
+
+
+def test_the_long_version_has_several_nodes(db):
+    """So that the sequences below exercise node splitting and narrative edges."""
+    kb = db.corpus("long")
+    kb.ingest([doc(4, 2)], progress=False)
+    state = everything(db, kb.id)
+    assert len(state["nodes"]) >= 2 and len(state["node_edges"]) == len(state["nodes"]) - 1
 
 
 OPS = st.lists(
