@@ -238,3 +238,13 @@ class ChunkExtraction(Base):
     extractor: Mapped[str] = mapped_column(Text, primary_key=True)
     triples: Mapped[int] = mapped_column(Integer)
     failed: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
+
+
+class CorpusAcl(Base):
+    """Which roles see a corpus once tenant isolation is on (row-level security)."""
+
+    __tablename__ = "corpus_acl"
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    role_name: Mapped[str] = mapped_column(Text, primary_key=True)
