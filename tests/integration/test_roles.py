@@ -4,6 +4,7 @@ security each tenant sees only its own corpus, in both directions."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -200,3 +201,30 @@ def test_row_level_security_isolates_tenants_in_both_directions(db, database_uri
     assert db.disable_tenant_isolation() >= len(TABLES)
     with psycopg.connect(as_role(database_uri, role_a)) as conn:
         assert visible(conn)["corpus"] == {kb_a.id, kb_b.id}
+
+
+def test_roles_cli_grants_and_lists(db, database_uri, make_role):
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    role = make_role("cli")
+    db.corpus("cli-corpus", embedding_model=None)
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, ["roles", *args, "--dsn", database_uri], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "reader" in run("grant-reader", role)
+    run("grant-corpus", role, "cli-corpus")
+    assert json.loads(run("list", "--json")) == [{"corpus": "cli-corpus", "role": role}]
+    assert "tenant isolation on" in run("isolation", "on")
+    with psycopg.connect(as_role(database_uri, role)) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM pgrag.corpus")] == ["cli-corpus"]
+    assert "tenant isolation off" in run("isolation", "off")
+    run("revoke", role)
+    with psycopg.connect(as_role(database_uri, role)) as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute("SELECT 1 FROM pgrag.corpus")
+    result = CliRunner().invoke(main, ["roles", "grant-corpus", "no_such_role_x", "cli-corpus", "--dsn", database_uri])
+    assert result.exit_code == 1 and "does not exist" in result.output
