@@ -8,9 +8,13 @@ extrapolates them to 100x more documents (docs/SCALING.md).
 
 Each fraction (the first N% of the documents, in file order) is indexed into its
 own database on the embedded server (``pgrag_scale_<percent>``), so that every
-table and index size there belongs to that one corpus. Databases are reused:
-a re-run skips the ingest (documents are skipped by content hash) and only
-re-measures. Latency is ``pgrag bench queries`` (pgrag.bench.query_benchmark) on
+table and index size there belongs to that one corpus. The first size is built
+from scratch; each next one starts from a copy of the previous database and
+ingests only the added documents, as a live corpus grows (so its HNSW index
+grew by inserts after the first bulk build). Databases are reused: a re-run
+skips the ingest and only re-measures. Sizes are taken after VACUUM ANALYZE (not
+FULL: space left by updates of df and edge weights is counted, as in a live
+database). Latency is ``pgrag bench queries`` (pgrag.bench.query_benchmark) on
 the same questions at every size.
 """
 
