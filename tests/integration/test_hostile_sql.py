@@ -28,7 +28,7 @@ QUESTION = st.one_of(
              max_size=12).map(" ".join),
 )
 NAME = st.one_of(st.sampled_from(INJECTIONS), st.text(STORABLE_CHAR, min_size=1, max_size=200))
-SETTINGS = settings(deadline=None, max_examples=12, derandomize=True,
+SETTINGS = settings(deadline=None, max_examples=10, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -89,7 +89,7 @@ def test_sql_functions_bind_corpus_names_and_questions(kb, database_uri, name, q
     assert table_counts(database_uri) == before
 
 
-@settings(deadline=None, max_examples=8, derandomize=True,
+@settings(deadline=None, max_examples=6, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(name=NAME, doc_id=NAME, title=st.text(STORABLE_CHAR, max_size=50),
        body=st.text(STORABLE_CHAR, min_size=1, max_size=300))

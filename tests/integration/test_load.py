@@ -1,5 +1,5 @@
 """`pgrag bench load`: concurrent clients through a psycopg_pool, a few seconds
-on the bundled sample (the 60 s, 8-client run is in docs/SCALING.md)."""
+on five documents (the 60 s, 8-client run on 2Wiki is in docs/SCALING.md)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,25 @@ from click.testing import CliRunner
 from pgrag.cli import main
 
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
+QUESTIONS = ["Who is the mother of Lothair II?", "Where was the performer of Changed It born?",
+             "When did Ermengarde of Tours die?", "Which river runs through the valley?"]
+
+
+def small_files(tmp_path: Path, docs: list[dict]) -> tuple[Path, Path]:
+    corpus, questions = tmp_path / "corpus.json", tmp_path / "questions.jsonl"
+    corpus.write_text(json.dumps(docs))
+    questions.write_text("\n".join(json.dumps({"id": str(i), "question": q, "answer": "x", "supporting_titles": []})
+                                   for i, q in enumerate(QUESTIONS)))
+    return corpus, questions
 KEYS = {"requests", "errors", "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "rss_start_mb", "rss_end_mb"}
 
 
-def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path):
+def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wiki_docs):
     out = tmp_path / "load.json"
+    corpus, questions = small_files(tmp_path, wiki_docs)
     result = CliRunner().invoke(main, [
-        "bench", "load", "--corpus-file", str(DATA / "sample_corpus.json"),
-        "--questions", str(DATA / "sample_questions.jsonl"), "--clients", "3", "--seconds", "3",
+        "bench", "load", "--corpus-file", str(corpus),
+        "--questions", str(questions), "--clients", "3", "--seconds", "3",
         "--methods", "dense,bm25,hybrid,tigrag", "--dsn", database_uri, "--out", str(out)],
         catch_exceptions=False)
     assert result.exit_code == 0, result.output
