@@ -20,6 +20,7 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     PgragError,
+    SchemaOutdated,
     ServerError,
     UnknownMethod,
     UnsupportedServer,
@@ -30,7 +31,7 @@ from .results import Answer, Hit, Hits, Provenance, Trace
 __all__ = [
     "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
     "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "ServerError", "UnknownMethod", "UnsupportedServer",
+    "ExtensionMissing", "InputError", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
 

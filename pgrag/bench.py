@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from tqdm import tqdm
 
 from . import methods
 from .db import Database
+from .exceptions import PgragError
 from .metrics import percentile
 from .sources import load_path
 
@@ -152,4 +155,136 @@ def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, li
         "sql_to_scipy": round(percentile(sql_ms, 50) / percentile(scipy_ms, 50), 1),
         "same_top_tokens": agree,
         "max_score_difference": max_diff,
+    }
+
+
+# -- load (``pgrag bench load``) ------------------------------------------------
+
+LOAD_METHODS = ("dense", "bm25", "hybrid", "tigrag")  # each is one SQL function
+
+
+def rss_mb() -> float:
+    """This process's resident set size now, in MiB (Linux /proc; ru_maxrss elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class _LoadLog:
+    """Latencies and errors recorded by the client threads (under one lock)."""
+
+    times: dict[str, list[float]]
+    errors: int = 0
+    error_samples: list[str] | None = None
+
+    def record(self, lock: threading.Lock, method: str, ms: float | None, error: str | None) -> None:
+        with lock:
+            if error is None and ms is not None:
+                self.times[method].append(ms)
+                return
+            self.errors += 1
+            if self.error_samples is not None and len(self.error_samples) < 5:
+                self.error_samples.append(f"{method}: {error}")
+
+
+def _load_params(method: str, corpus: str, question: str, embedding: Any, k: int) -> dict[str, Any]:
+    params: dict[str, Any] = {"corpus": corpus, "k": k}
+    if method in ("bm25", "hybrid", "tigrag"):
+        params["query"] = question
+    if method in ("dense", "hybrid", "tigrag"):
+        params["embedding"] = embedding
+    if method == "hybrid":
+        params.update(depth=100, rrf_k=60)
+    return params
+
+
+def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, Any]], corpus: str, k: int,
+            log: _LoadLog, lock: threading.Lock) -> None:
+    """One client: requests back to back until the deadline, each on a pooled
+    connection, cycling through (method, question) from its own offset so that
+    clients run different methods at the same moment."""
+    from .queries import query
+
+    i = index * 7919  # a prime stride spreads the clients over the mix
+    while time.perf_counter() < deadline:
+        method, question, embedding = work[i % len(work)]
+        i += 1
+        t0 = time.perf_counter()
+        try:
+            with pool.connection() as conn:
+                conn.execute(query(method), _load_params(method, corpus, question, embedding, k)).fetchall()
+        except Exception as error:  # counted and reported: a load test must not stop at the first
+            log.record(lock, method, None, f"{type(error).__name__}: {str(error).strip()[:200]}")
+        else:
+            log.record(lock, method, (time.perf_counter() - t0) * 1000, None)
+
+
+def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int = 8,
+                   seconds: float = 60.0, method_names: Sequence[str] = LOAD_METHODS, k: int = 10,
+                   progress: bool = True) -> dict[str, Any]:
+    """Concurrent retrieval clients against one corpus through a psycopg_pool
+    ConnectionPool (one connection per client), for ``seconds``.
+
+    Clients are threads calling the SQL retrieval functions (pgrag.dense, bm25,
+    hybrid, tigrag) with query embeddings computed once beforehand. psycopg
+    releases the GIL while a query runs, so threads load the server fully; query
+    embedding (torch) and the Python-side TIGRAG steps would instead serialise
+    on the GIL and measure this client, not the database. So the figures are the
+    database's retrieval throughput and latency under concurrency, as an
+    application calling the SQL API sees them."""
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    from .evaluate import load_questions, prepare_corpus
+
+    unknown = [m for m in method_names if m not in LOAD_METHODS]
+    if unknown or not method_names:
+        raise PgragError(f"bench load runs the SQL methods {', '.join(LOAD_METHODS)}; not {', '.join(unknown)}")
+    if clients < 1 or seconds <= 0:
+        raise PgragError("clients must be at least 1 and seconds positive")
+    kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
+    questions = [q.question for q in load_questions(questions_file)]
+    if not questions:
+        raise PgragError(f"no questions in {questions_file}")
+    embeddings = list(kb.embedder.encode(questions))
+    work = [(m, q, e) for q, e in zip(questions, embeddings) for m in method_names]
+    log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
+    lock = threading.Lock()
+    with ConnectionPool(db.dsn, min_size=clients, max_size=clients, configure=register_vector,
+                        kwargs={"autocommit": True}, open=True) as pool:
+        pool.wait(timeout=30)
+        rss_start = rss_mb()
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=_client, args=(pool, i, t0 + seconds, work, kb.name, k, log, lock),
+                                    name=f"pgrag-load-{i}", daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        rss_end = rss_mb()
+    every = [ms for ts in log.times.values() for ms in ts]
+    requests = len(every) + log.errors
+
+    def pct(ts: list[float], p: float) -> float | None:
+        return round(percentile(ts, p), 2) if ts else None
+
+    return {
+        "corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
+        "clients": clients, "seconds": round(elapsed, 2), "k": k, "methods": list(method_names),
+        "client_model": "threads; SQL functions through psycopg_pool; query embeddings precomputed",
+        "requests": requests, "errors": log.errors, "error_samples": log.error_samples,
+        "throughput_rps": round(len(every) / elapsed, 2) if elapsed else 0.0,
+        "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),
+        "per_method": {m: {"requests": len(ts), "p50_ms": pct(ts, 50), "p95_ms": pct(ts, 95), "p99_ms": pct(ts, 99)}
+                       for m, ts in log.times.items()},
+        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1),
+        "machine": {"python": platform.python_version(), "processor": platform.machine(), "cpus": os.cpu_count()},
     }

@@ -590,5 +590,101 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, dsn: str | Non
                f"({data['sentences_embedded']} sentences and {data['nodes_embedded']} nodes embedded)")
 
 
+@bench.command("load")
+@corpus_file_option
+@questions_option
+@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Concurrent clients (threads), one pooled connection each.")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="How long the clients run.")
+@click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag", show_default=True,
+              help="Comma-separated SQL methods the clients mix (dense, bm25, hybrid, tigrag).")
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
+@dsn_option
+def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: float, method_names: str, k: int,
+               out: Path | None, dsn: str | None) -> None:
+    """Concurrent retrieval clients through a connection pool: throughput,
+    p50/p95/p99 latency, errors and client memory. Example:
+
+        pgrag bench load --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --clients 8 --seconds 60 --out load.json
+    """
+    from .bench import load_benchmark
+
+    result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=clients, seconds=seconds,
+                            method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k)
+    _echo_json(result, out)
+
+
+# -- roles and tenant isolation ----------------------------------------------
+
+@main.group(cls=PgragGroup)
+def roles() -> None:
+    """Database roles for applications, and row-level security by corpus.
+
+    Roles are created by an administrator (CREATE ROLE app_ro LOGIN ...); these
+    commands, run as the schema owner, grant them pgrag's privileges."""
+
+
+def _role_command(name: str, help_text: str, action: Callable[[Any, str], Any], done: str) -> None:
+    @roles.command(name, help=help_text)
+    @click.argument("role")
+    @dsn_option
+    def command(role: str, dsn: str | None) -> None:
+        action(_connect(dsn), role)
+        click.echo(done.format(role=role))
+
+
+_role_command("grant-reader", "Let ROLE read the tables and call the retrieval functions (no writes).",
+              lambda db, role: db.grant_reader(role), "{role}: reader")
+_role_command("grant-writer", "Let ROLE ingest and delete documents too (reader + writes).",
+              lambda db, role: db.grant_writer(role), "{role}: writer")
+_role_command("revoke", "Take back every pgrag privilege and corpus grant of ROLE.",
+              lambda db, role: db.revoke_role(role), "{role}: revoked")
+
+
+@roles.command("grant-corpus")
+@click.argument("role")
+@click.argument("corpus")
+@dsn_option
+def roles_grant_corpus(role: str, corpus: str, dsn: str | None) -> None:
+    """Under tenant isolation, let ROLE (and its members) see CORPUS."""
+    _connect(dsn).grant_corpus(role, corpus)
+    click.echo(f"{role}: may see {corpus}")
+
+
+@roles.command("revoke-corpus")
+@click.argument("role")
+@click.argument("corpus")
+@dsn_option
+def roles_revoke_corpus(role: str, corpus: str, dsn: str | None) -> None:
+    """Under tenant isolation, hide CORPUS from ROLE again."""
+    _connect(dsn).revoke_corpus(role, corpus)
+    click.echo(f"{role}: no longer sees {corpus}")
+
+
+@roles.command("isolation")
+@click.argument("state", type=click.Choice(["on", "off"]))
+@dsn_option
+def roles_isolation(state: str, dsn: str | None) -> None:
+    """Turn row-level security by corpus on or off for every pgrag table."""
+    database = _connect(dsn)
+    n = database.enable_tenant_isolation() if state == "on" else database.disable_tenant_isolation()
+    click.echo(f"tenant isolation {state} ({n} tables)")
+
+
+@roles.command("list")
+@dsn_option
+@json_option
+def roles_list(dsn: str | None, as_json: bool) -> None:
+    """The corpus access list: which role may see which corpus under isolation."""
+    rows = _connect(dsn).corpus_access()
+    if as_json:
+        click.echo(json.dumps([{"corpus": c, "role": r} for c, r in rows], indent=2))
+    else:
+        for corpus, role in rows:
+            click.echo(f"{corpus}\t{role}")
+
+
 if __name__ == "__main__":
     main()

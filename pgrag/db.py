@@ -171,6 +171,68 @@ class Database:
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 
+    # -- roles and tenant isolation (README "Security and operations") -----------
+
+    def can_migrate(self) -> bool:
+        """Whether the connected role may run migrations: it owns schema pgrag
+        (or there is none yet, so it would create it)."""
+        _exists, may = self.fetch_row("schema_access")
+        return bool(may)
+
+    def check_schema(self) -> None:
+        """Raise ``SchemaOutdated`` unless the schema is at this pgrag's head
+        revision (the check for roles that read but cannot migrate)."""
+        from alembic.script import ScriptDirectory
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(resource_dir("migrations")))
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        exists, _may = self.fetch_row("schema_access")
+        current = self.fetchone("schema_revision") if exists else None
+        if current is None or current[0] != head:
+            found = f"at revision {current[0]}" if current else "missing"
+            raise exc.SchemaOutdated(
+                f"the pgrag schema is {found}, this pgrag needs {head}: "
+                "run `pgrag db upgrade` as the role that owns schema pgrag")
+
+    def _admin(self, name: str, params: dict[str, Any] | None = None) -> Any:
+        with self.transaction() as conn:
+            row = conn.execute(query(name), params or {}).fetchone()
+        return row[0] if row else None
+
+    def grant_reader(self, role: str) -> None:
+        """Let an existing role read every pgrag table and call the retrieval
+        functions (it still cannot write; see ``grant_writer``)."""
+        self._admin("grant_reader", {"role": role})
+
+    def grant_writer(self, role: str) -> None:
+        """Reader privileges plus ingest: insert, update and delete rows, reserve
+        ids, build a corpus's HNSW index. Dropping corpora stays with the owner."""
+        self._admin("grant_writer", {"role": role})
+
+    def revoke_role(self, role: str) -> None:
+        """Take back everything ``grant_reader``/``grant_writer``/``grant_corpus`` gave."""
+        self._admin("revoke_role", {"role": role})
+
+    def grant_corpus(self, role: str, corpus: str) -> None:
+        """Under tenant isolation, let ``role`` (and its members) see ``corpus``."""
+        self._admin("grant_corpus", {"role": role, "corpus": corpus})
+
+    def revoke_corpus(self, role: str, corpus: str) -> None:
+        self._admin("revoke_corpus", {"role": role, "corpus": corpus})
+
+    def enable_tenant_isolation(self) -> int:
+        """Row-level security by corpus on every table: a role sees only the
+        corpora granted to it with ``grant_corpus``. Returns the number of tables."""
+        return int(self._admin("enable_tenant_isolation"))
+
+    def disable_tenant_isolation(self) -> int:
+        return int(self._admin("disable_tenant_isolation"))
+
+    def corpus_access(self) -> list[tuple[str, str]]:
+        """(corpus, role) pairs of the access list that the caller can see."""
+        return [(name, role) for name, role in self.fetchall("corpus_access")]
+
 
 def _register_vector(dbapi_conn: Any, _record: Any) -> None:
     from pgvector.psycopg import register_vector
@@ -185,7 +247,8 @@ def _register_vector(dbapi_conn: Any, _record: Any) -> None:
 
 def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
                   settings: Settings | None = None) -> Database:
-    """Open ``dsn``, check that it is reachable, and migrate it to head."""
+    """Open ``dsn``, check that it is reachable, and migrate it to head (or, for a
+    role that does not own the schema, check that it is at head)."""
     sqlalchemy_url(dsn)  # reject non-URI forms before trying to connect
     try:
         with psycopg.connect(dsn, connect_timeout=10) as probe:
@@ -194,5 +257,10 @@ def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
         raise exc.ConnectionFailed(f"cannot connect to {redact(dsn)}: {str(error).strip()}") from error
     db = Database(dsn, embedded=embedded, settings=settings)
     if migrate:
-        db.upgrade()
+        # A reader or writer role cannot migrate (DDL needs the owner): it gets a
+        # database that is already at head, or a clear SchemaOutdated.
+        if db.can_migrate():
+            db.upgrade()
+        else:
+            db.check_schema()
     return db

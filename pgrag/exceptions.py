@@ -47,3 +47,7 @@ class InputError(PgragError):
 
 class UnknownMethod(PgragError):
     """No retrieval method by that name."""
+
+
+class SchemaOutdated(PgragError):
+    """The database schema is behind this pgrag version; run `pgrag db upgrade` as the schema owner."""

@@ -291,3 +291,13 @@ class SemanticEdge(Base):
     node_b: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     kind: Mapped[str] = mapped_column(Text, primary_key=True)
     weight: Mapped[float] = mapped_column(DOUBLE_PRECISION)
+
+
+class CorpusAcl(Base):
+    """Which roles see a corpus once tenant isolation is on (row-level security)."""
+
+    __tablename__ = "corpus_acl"
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    role_name: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -7,7 +7,7 @@ half-ingested corpus behind.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,12 +74,38 @@ def _check(doc: DocumentIn, where: str) -> None:
     if len(doc.external_id) > MAX_ID_LENGTH:
         raise InputError(f"{where}: id longer than {MAX_ID_LENGTH} characters")
     for name, value in (("id", doc.external_id), ("title", doc.title), ("text", doc.body)):
-        if "\x00" in value:
-            raise InputError(f"{where}: {name} contains a NUL character, which PostgreSQL text cannot store")
+        _check_storable(value, f"{where}: {name}")
     try:
-        json.dumps(doc.metadata)
+        # Strict JSON, as jsonb takes it: no NaN or Infinity.
+        json.dumps(doc.metadata, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{where}: metadata is not JSON-serialisable: {exc}") from exc
+    for value in _strings(doc.metadata):
+        _check_storable(value, f"{where}: metadata")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _check_storable(value: str, what: str) -> None:
+    """PostgreSQL text and jsonb hold valid UTF-8 without NUL; say which rule broke."""
+    if "\x00" in value:
+        raise InputError(f"{what} contains a NUL character, which PostgreSQL text cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid Unicode: lone surrogate {value[exc.start]!r} "
+                         f"at position {exc.start}") from exc
 
 
 def load_path(path: Path) -> list[DocumentIn]:

@@ -389,3 +389,49 @@ FROM unnest(%(document_ids)s::bigint[], %(starts)s::integer[], %(ends)s::integer
 JOIN pgrag.chunk c ON c.corpus_id = %(corpus_id)s AND c.document_id = x.document_id
      AND c.char_start < x.char_end AND x.char_start < c.char_end
 ORDER BY x.i, c.ordinal;
+
+-- ---------------------------------------------------------------------------
+-- Roles and tenant isolation
+-- ---------------------------------------------------------------------------
+
+-- name: schema_access
+-- Whether the schema exists, and whether the current role may migrate it (owns it).
+SELECT to_regnamespace('pgrag') IS NOT NULL,
+       coalesce(pg_has_role((SELECT nspowner FROM pg_namespace WHERE nspname = 'pgrag'), 'USAGE'), true);
+
+-- name: schema_revision
+-- The Alembic revision the database is at.
+SELECT version_num FROM pgrag.alembic_version;
+
+-- name: grant_reader
+-- Read and retrieval privileges for a role.
+SELECT pgrag.grant_reader(%(role)s);
+
+-- name: grant_writer
+-- Read, retrieval and ingest privileges for a role.
+SELECT pgrag.grant_writer(%(role)s);
+
+-- name: revoke_role
+-- Take back what grant_reader / grant_writer / grant_corpus gave.
+SELECT pgrag.revoke_role(%(role)s);
+
+-- name: grant_corpus
+-- Let a role see a corpus under tenant isolation.
+SELECT pgrag.grant_corpus(%(role)s, %(corpus)s);
+
+-- name: revoke_corpus
+-- Take a corpus away from a role under tenant isolation.
+SELECT pgrag.revoke_corpus(%(role)s, %(corpus)s);
+
+-- name: enable_tenant_isolation
+-- Row-level security by corpus on every table; returns how many tables.
+SELECT pgrag.enable_tenant_isolation();
+
+-- name: disable_tenant_isolation
+-- Drop the tenant policies; returns how many tables had one.
+SELECT pgrag.disable_tenant_isolation();
+
+-- name: corpus_access
+-- Access list: corpus name and role, for every corpus the caller can see.
+SELECT c.name, a.role_name FROM pgrag.corpus_acl a JOIN pgrag.corpus c USING (corpus_id)
+ORDER BY c.name, a.role_name;

@@ -1,0 +1,26 @@
+"""Corpus access list for row-level security
+
+Revision ID: 0004
+Revises: 0003
+"""
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+# Each revision runs exactly one plain-SQL file of the same name, without bind
+# parameters so that % and : in function bodies stay as written.
+SQL_FILE = Path(__file__).resolve().parent.parent / "sql" / "0004_corpus_acl.sql"
+
+
+def upgrade() -> None:
+    op.get_bind().connection.driver_connection.execute(SQL_FILE.read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pgrag migrations are forward-only")
