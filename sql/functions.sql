@@ -781,7 +781,9 @@ AS $$
         corpus, query_embedding,
         ARRAY(SELECT d.document_id FROM pgrag.cirag_documents(corpus, query_embedding, documents) d ORDER BY d.rank),
         candidates, extractor)
+$$;
 
+-- ---------------------------------------------------------------------------
 -- Roles and tenant isolation (README "Security and operations")
 -- ---------------------------------------------------------------------------
 -- Roles are cluster-wide, so pgrag never creates them: an administrator does
