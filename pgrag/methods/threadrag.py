@@ -174,7 +174,6 @@ def retrieve(kb: "Corpus", question: str, k: int, *, llm: "LLM | bool | None" = 
 
 def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "LLM | None",
         *, llm_option: Any = None) -> Hits:
-    started = time.perf_counter()
     trace = Trace(method="threadrag", query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     before = dataclasses.replace(llm.usage) if llm is not None else None
@@ -202,7 +201,6 @@ def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "
     hits = _hits(kb, state, found, k, settings, trace)
     if llm is not None and before is not None:
         trace.charge(llm.usage.since(before))
-    trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
     return Hits(hits, trace, answer=answer)
 
 
