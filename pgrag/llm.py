@@ -217,3 +217,23 @@ def parse_json(text: str) -> Any:
             except json.JSONDecodeError:
                 continue
     raise ValueError(f"no JSON value in the reply (starts {text.strip()[:80]!r})")
+
+
+_ANSWER_MARK = re.compile(r"answer\s*[:：]", re.IGNORECASE)
+
+
+def short_answer(text: str) -> str | None:
+    """The answer in a short-answer reply: the text after the last "Answer:" when
+    there is one, its first non-empty line, without quotes, asterisks or a final
+    period. None when nothing is left."""
+    marks = list(_ANSWER_MARK.finditer(text))
+    if marks:
+        text = text[marks[-1].end():]
+    for line in text.splitlines():
+        line = line.strip()
+        if line.endswith(".") and not line.endswith(".."):
+            line = line[:-1]
+        line = line.strip().strip("\"'`*").strip()
+        if line:
+            return line
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,11 @@ class Trace:
 
     def step(self, name: str, **data: Any) -> None:
         self.steps.append({"step": name, **data})
+
+    def time(self, stage: str, since: float) -> None:
+        """Add the time since ``since`` (a ``time.perf_counter()`` reading) to a stage;
+        a stage met several times (one per hop or round) accumulates."""
+        self.timings_ms[stage] = self.timings_ms.get(stage, 0.0) + (time.perf_counter() - since) * 1000
 
     def charge(self, usage: Any) -> None:
         """Add the tokens of some LLM calls (a ``pgrag.llm.Usage``) to this trace."""

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import prompts
 from ..exceptions import PgragError
-from ..llm import LLMError, LLMReplyError
+from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
 from . import resolve_llm, without_llm_note
 
@@ -299,7 +299,7 @@ def integrate(llm: "LLM", question: str, rounds: list[Round], settings: CiragSet
         decision = llm.structured(messages, lambda v: parse_decision(v, current.candidates),
                                   max_tokens=settings.max_tokens)
     finally:
-        trace.timings_ms["integrate"] = trace.timings_ms.get("integrate", 0.0) + (time.perf_counter() - t0) * 1000
+        trace.time("integrate", t0)
     trace.step("integrate", round=current.number, query=current.query, prompt=messages[1]["content"],
                decision=decision.to_json(), kept=[c.text for c in _by_numbers(current.candidates, decision.core)])
     return decision
@@ -382,16 +382,6 @@ def is_refusal(reply: str | None) -> bool:
     return not text or text in _BARE_REFUSALS or _REFUSALS.search(text) is not None
 
 
-def clean_answer(reply: str) -> str:
-    """The answer in a reply: after a last "Answer:" when there is one, first line, no quotes."""
-    text = reply.strip()
-    marker = list(re.finditer(r"answer\s*[:：]", text, re.IGNORECASE))
-    if marker:
-        text = text[marker[-1].end():].strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first.strip(" \"'`*").rstrip(".").strip()
-
-
 def evidence(kb: "Corpus", state: _State, trace: Trace) -> dict[str, list[str]]:
     """The context of each granularity from the cumulative sets; when the
     integrator kept no triple at all, from the first round's candidates."""
@@ -434,7 +424,7 @@ def _cascade(kb: "Corpus", question: str, state: _State, llm: "LLM", settings: C
                 {"role": "user", "content": prompts.CIRAG_ANSWER_USER.format(
                     granularity=level, evidence="\n".join(f"- {x}" for x in lines), question=question)}],
                 max_tokens=settings.max_tokens).text
-            answer = clean_answer(reply)
+            answer = short_answer(reply)
             refused = is_refusal(answer)
             tried.append({"granularity": level, "evidence": len(lines), "reply": reply, "refusal": refused})
             if not refused:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import prompts
 from ..exceptions import PgragError
-from ..llm import LLMError
+from ..llm import LLMError, short_answer
 from ..results import Hit, Hits, Proposition, Trace
 from . import resolve_llm, without_llm_note
 
@@ -147,19 +147,6 @@ def parse_values(value: Any, open_names: set[str]) -> dict[str, str]:
         if key in open_names and isinstance(v, str) and v.strip().strip(".").lower() not in _EMPTY_VALUES:
             out[key] = " ".join(v.split())
     return out
-
-
-def clean_answer(text: str) -> str | None:
-    """The first non-empty line, without an "Answer:" prefix, quotes or a final period."""
-    for line in text.splitlines():
-        line = re.sub(r"^\s*(final\s+)?answer\s*[:\-]\s*", "", line, flags=re.IGNORECASE).strip()
-        line = line.strip()
-        if line.endswith(".") and not line.endswith(".."):
-            line = line[:-1]
-        line = line.strip().strip('"\'`*').strip()
-        if line:
-            return line
-    return None
 
 
 # -- the loop ----------------------------------------------------------------------
@@ -287,7 +274,7 @@ def _search(corpus: "Corpus", queries: list[str], unique_chunks: int, trace: Tra
     """One pool of propositions for all the queries, until it covers ``unique_chunks`` chunks (SQL)."""
     t0 = time.perf_counter()
     evidence = corpus.propositions(queries, unique_chunks=unique_chunks)
-    trace.timings_ms["retrieve"] = trace.timings_ms.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
+    trace.time("retrieve", t0)
     return evidence
 
 
@@ -308,7 +295,7 @@ def _resolve(corpus: "Corpus", llm: "LLM", question: str, settings: T2ragSetting
     except LLMError as exc:
         return {}, f"{type(exc).__name__}: {exc}"
     finally:
-        trace.timings_ms["resolve"] = trace.timings_ms.get("resolve", 0.0) + (time.perf_counter() - t0) * 1000
+        trace.time("resolve", t0)
 
 
 def _synthesise(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", state: _State,
@@ -326,7 +313,7 @@ def _synthesise(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "
     messages = [{"role": "system", "content": prompts.T2RAG_ANSWER_SYSTEM}, {"role": "user", "content": user}]
     t0 = time.perf_counter()
     try:
-        answer = clean_answer(llm.chat(messages).text)
+        answer = short_answer(llm.chat(messages).text)
         error = None if answer else "empty reply"
     except LLMError as exc:
         answer, error = None, f"{type(exc).__name__}: {exc}"

@@ -57,6 +57,7 @@ import scipy.sparse as sp
 from .. import nlp, prompts
 from ..exceptions import PgragError
 from ..graph import propagate_energy, reachable
+from ..llm import LLMError, short_answer
 from ..results import Hits, Trace
 from ..semantic import as_array
 from . import resolve_llm, without_llm_note
@@ -237,12 +238,8 @@ def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entit
 def _encode(kb: "Corpus", texts: list[str], trace: Trace) -> list[np.ndarray]:
     t0 = time.perf_counter()
     out = list(kb.embedder.encode(texts)) if texts else []
-    _time(trace, "embed", t0)
+    trace.time("embed", t0)
     return out
-
-
-def _time(trace: Trace, key: str, since: float) -> None:
-    trace.timings_ms[key] = trace.timings_ms.get(key, 0.0) + (time.perf_counter() - since) * 1000
 
 
 def _retrieve_documents(kb: "Corpus", text: str, vec: np.ndarray, n: int, exclude: list[int],
@@ -252,7 +249,7 @@ def _retrieve_documents(kb: "Corpus", text: str, vec: np.ndarray, n: int, exclud
             "bm25": "threadrag_documents_bm25"}[settings.retrieval]
     rows = kb.db.fetchall(name, {"corpus": kb.name, "query": text, "embedding": vec,
                                  "depth": max(settings.depth, n), "exclude": exclude, "n": n})
-    _time(trace, "retrieve", t0)
+    trace.time("retrieve", t0)
     return [r[0] for r in rows]
 
 
@@ -305,7 +302,7 @@ def _add_documents(kb: "Corpus", state: _State, documents: list[int], provenance
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
                             keys=frozenset(r[8]) | frozenset(r[9]),
                             entities=tuple(dict.fromkeys(r[8]))) for r in rows)
-    _time(trace, "nodes", t0)
+    trace.time("nodes", t0)
     missing = set(new) - {r[1] for r in rows}
     if missing:
         trace.step("warning", note="documents without semantic nodes (run `pgrag threadrag-index`)",
@@ -419,7 +416,7 @@ def _pathfind(kb: "Corpus", state: _State, q_vec: np.ndarray, entities: list[str
     scores = cosines + settings.entity_weight * matches
     provenance = np.array([state.documents[n.document_id] for n in nodes])
     found = pathfind(nodes, weights, scores, provenance, settings)
-    _time(trace, "pathfinding", t1)
+    trace.time("pathfinding", t1)
     counts = {kind: sum(1 for e in edges if e.kind == kind) for kind in KINDS}
     trace.step("graph", round=round_, documents=len(state.documents), nodes=len(nodes), edges=counts)
     trace.step("pathfinding", round=round_,
@@ -446,18 +443,16 @@ def _stored_edges(kb: "Corpus", state: _State) -> list[tuple[int, int, str, floa
 def _question_entities(kb: "Corpus", question: str, llm: "LLM | None", settings: ThreadragSettings,
                        trace: Trace) -> list[str]:
     if llm is not None:
-        from ..llm import LLMError
-
         t0 = time.perf_counter()
         try:
             found = llm.structured([{"role": "user", "content": prompts.THREADRAG_ENTITIES.format(
                 question=question)}], _entity_list)
-            _time(trace, "llm", t0)
+            trace.time("llm", t0)
             trace.step("entities", source="llm", entities=found)
             if found:
                 return found
         except LLMError as exc:
-            _time(trace, "llm", t0)
+            trace.time("llm", t0)
             trace.step("entities", source="llm", error=str(exc)[:200], fallback="spaCy")
     t0 = time.perf_counter()
     parsed = nlp.parse([question], kb.settings.spacy_model)[0]
@@ -465,7 +460,7 @@ def _question_entities(kb: "Corpus", question: str, llm: "LLM | None", settings:
                                if e.label in settings.entity_labels))
     if settings.capitalised:
         found = merge_names(found, capitalised_names(question))
-    _time(trace, "entities", t0)
+    trace.time("entities", t0)
     trace.step("entities", source="spacy", entities=found)
     return found
 
@@ -530,36 +525,32 @@ def context_text(paths: list[Path], limit: int) -> str:
 
 def _sufficient(llm: "LLM", question: str, paths: list[Path], settings: ThreadragSettings,
                 trace: Trace, round_: int) -> tuple[bool, list[str]] | None:
-    from ..llm import LLMError
-
     t0 = time.perf_counter()
     try:
         sufficient, missing = llm.structured([{"role": "user", "content": prompts.THREADRAG_SUFFICIENT.format(
             context=context_text(paths, settings.max_context_chars), question=question)}], _verdict)
     except LLMError as exc:
-        _time(trace, "llm", t0)
+        trace.time("llm", t0)
         trace.step("sufficiency", round=round_, error=str(exc)[:200])
         return None
-    _time(trace, "llm", t0)
+    trace.time("llm", t0)
     trace.step("sufficiency", round=round_, sufficient=sufficient, missing=missing)
     return sufficient, missing
 
 
 def _answer(llm: "LLM", question: str, paths: list[Path], settings: ThreadragSettings,
             trace: Trace) -> str | None:
-    from ..llm import LLMError
-
     t0 = time.perf_counter()
     try:
         reply = llm.chat([{"role": "user", "content": prompts.THREADRAG_ANSWER.format(
             context=context_text(paths, settings.max_context_chars), question=question)}])
     except LLMError as exc:
-        _time(trace, "llm", t0)
+        trace.time("llm", t0)
         trace.step("answer", error=str(exc)[:200])
         trace.outcome["answer"] = "llm_error"
         return None
-    _time(trace, "llm", t0)
-    text = reply.text.strip() or None
+    trace.time("llm", t0)
+    text = short_answer(reply.text)
     trace.step("answer", text=text)
     return text
 
@@ -595,5 +586,5 @@ def _hits(kb: "Corpus", state: _State, found: Pathfinding, k: int, settings: Thr
     hit_rows = kb.db.fetchall("hits", {"corpus_id": kb.id, "chunk_ids": [c for c, _, _ in chosen],
                                        "scores": [s for _, _, s in chosen]})
     hits = [dataclasses.replace(h, details=d) for h, (_, d, _) in zip(kb.hits_from_rows(hit_rows), chosen)]
-    _time(trace, "provenance", t0)
+    trace.time("provenance", t0)
     return hits

@@ -159,7 +159,7 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
 def _encode(corpus: "Corpus", texts: list[str], trace: Trace) -> list[np.ndarray]:
     t0 = time.perf_counter()
     out = list(corpus.embedder.encode(texts))
-    trace.timings_ms["embed"] = trace.timings_ms.get("embed", 0.0) + (time.perf_counter() - t0) * 1000
+    trace.time("embed", t0)
     return out
 
 
@@ -238,5 +238,5 @@ def _entities(corpus: "Corpus", chunk_ids: list[int], settings: TigragSettings, 
         for entity, label in by_chunk[c]:
             if settings.entity_labels is None or label in settings.entity_labels:
                 out.append(" ".join(entity.split()))
-    trace.timings_ms["entities"] = trace.timings_ms.get("entities", 0.0) + (time.perf_counter() - t0) * 1000
+    trace.time("entities", t0)
     return list(dict.fromkeys(e for e in out if e))

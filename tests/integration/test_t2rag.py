@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pgrag import PgragError, prompts
-from pgrag.llm import LLMSettings
-from pgrag.methods.t2rag import QueryTriple, clean_answer, parse_decomposition, parse_values
+from pgrag.llm import LLMSettings, short_answer
+from pgrag.methods.t2rag import QueryTriple, parse_decomposition, parse_values
 from tests.fake_llm import FakeLLM, Status
 
 
@@ -219,7 +219,8 @@ def test_settings_and_parsers():
     with pytest.raises(ValueError):
         parse_values(["Paris"], {"?x"})
     assert QueryTriple("?a", "born in", "Paris").query() == "born in Paris"
-    assert clean_answer('\n  Answer: "Dean Miller".\nbecause...') == "Dean Miller" and clean_answer("  \n") is None
+    assert short_answer('\n  Answer: "Dean Miller".\nbecause...') == "Dean Miller" and short_answer("  \n") is None
+    assert short_answer("I think so. Answer: Paris\n") == "Paris" and short_answer("**1912**") == "1912"
 
 
 def test_bad_options_are_reported(kb):
