@@ -347,7 +347,8 @@ def demo(k: int, local_llm: bool, llm_base_url: str | None, llm_model: str | Non
 
     click.echo("starting the local SmolLM2 server for the answering methods...")
     with local.running() as url:
-        _demo(k, dsn, dataclasses.replace(settings, base_url=url, model=local.MODEL_ALIAS))
+        # A tiny model rambles: cap its replies so the demo stays a few minutes long.
+        _demo(k, dsn, dataclasses.replace(settings, base_url=url, model=local.MODEL_ALIAS, max_tokens=160))
 
 
 def _demo(k: int, dsn: str | None, settings: Any) -> None:

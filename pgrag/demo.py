@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -39,19 +40,22 @@ class DemoAnswer:
 
 
 def run(db: Database, *, k: int = 3, llm: "LLMSettings | None" = None,
-        progress: bool = True) -> tuple[IngestReport, list[DemoAnswer]]:
+        progress: bool = True) -> tuple[IngestReport, Iterator[DemoAnswer]]:
     """Ingest the sample corpus (a no-op when already there), with spaCy triples
     for the proposition-based methods, and ask every question with every main
-    method; answering methods use ``llm`` (else PGRAG_LLM_*, else none)."""
+    method; answering methods use ``llm`` (else PGRAG_LLM_*, else none). The
+    answers come lazily, so a caller can show each as soon as it exists."""
     kb = db.corpus(SAMPLE_CORPUS)
     names = methods.names(variants=False)
     report = kb.ingest(sample_documents(), progress=progress,
                        extract_triples="spacy" if methods.needs_triples(names) else False)
     kb.build_semantic_nodes(progress=progress)   # ThreadRAG, for a sample ingested before nodes existed
     client = kb.llm(llm) if llm is not None and llm.configured else None
-    answers = []
-    for q in sample_questions():
-        for m in names:
-            options = {"llm": client} if client is not None and methods.takes_option(m, "llm") else {}
-            answers.append(DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k, **options)))
-    return report, answers
+
+    def answers() -> Iterator[DemoAnswer]:
+        for q in sample_questions():
+            for m in names:
+                options = {"llm": client} if client is not None and methods.takes_option(m, "llm") else {}
+                yield DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k, **options))
+
+    return report, answers()
