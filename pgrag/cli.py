@@ -372,7 +372,8 @@ def _demo(k: int, dsn: str | None, settings: Any) -> None:
         cost = f", {trace.llm_calls} LLM calls, {trace.prompt_tokens}+{trace.completion_tokens} tokens" if trace.llm_calls else ""
         click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {sum(trace.timings_ms.values()):.1f} ms{cost}")
         if a.hits.answer is not None:
-            click.echo(click.style(f"    answer: {a.hits.answer}", bold=True))
+            answer = a.hits.answer if len(a.hits.answer) <= 200 else a.hits.answer[:197] + "..."
+            click.echo(click.style(f"    answer: {answer}", bold=True))
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
 

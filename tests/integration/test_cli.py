@@ -116,3 +116,20 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     assert re.search(r"why: hop [12], rho \d+\.\d+, cosine", result.output)   # TIGRAG says why
     assert "no LLM configured: answering methods show their retrieval-only fallback" in result.output
     assert re.search(r"why: round 0, via .+, cosine", result.output)        # T2RAG: the proposition
+
+
+def test_demo_with_an_llm_prints_answers_calls_and_tokens(database_uri):
+    """The demo's answering path, against a scripted server whose one reply
+    satisfies every method's JSON shape (decomposition, resolution, entities,
+    sufficiency, integration)."""
+    from tests.fake_llm import FakeLLM
+
+    reply = json.dumps({"triples": [["Lothair II", "mother", "?mother"]], "values": {"?mother": "Ermengarde"},
+                        "entities": ["Lothair II"], "sufficient": True, "thought": "enough", "core": [1],
+                        "next_query": None})
+    with FakeLLM(lambda request: reply) as fake:
+        result = run("demo", "--dsn", database_uri, "-k", "1", "--llm", fake.base_url, "--llm-model", "fake-model")
+    assert result.exit_code == 0, result.output
+    assert f"LLM for the answering methods: fake-model at {fake.base_url}" in result.output
+    for method in ("t2rag", "threadrag", "cirag"):
+        assert re.search(rf"\[{method}\] [\d.]+ ms, \d+ LLM calls, \d+\+\d+ tokens\n    answer: ", result.output), method
