@@ -8,6 +8,7 @@ built-in ones are below; an application or a researcher can add its own with
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from ..exceptions import PgragError, UnknownMethod
 if TYPE_CHECKING:
     from ..corpus import Corpus
     from ..llm import LLM
-    from ..results import Hits
+    from ..results import Hits, Trace
 
 Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
 
@@ -65,6 +66,14 @@ def takes_option(name: str, option: str) -> bool:
     params = inspect.signature(get(name)).parameters
     return option in params and params[option].kind in (params[option].KEYWORD_ONLY,
                                                           params[option].POSITIONAL_OR_KEYWORD)
+
+
+def encode(kb: "Corpus", texts: list[str], trace: "Trace") -> list[Any]:
+    """Embeddings of ``texts`` with the corpus's model, timed as the trace's "embed" stage."""
+    t0 = time.perf_counter()
+    out = list(kb.embedder.encode(texts)) if texts else []
+    trace.time("embed", t0)
+    return out
 
 
 def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:

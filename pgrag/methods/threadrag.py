@@ -60,7 +60,7 @@ from ..graph import propagate_energy, reachable
 from ..llm import LLMError, short_answer
 from ..results import Hits, Trace
 from ..semantic import as_array
-from . import resolve_llm, without_llm_note
+from . import encode, resolve_llm, without_llm_note
 from .tigrag import NAME_LABELS
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "
     if llm is None:
         trace.step("fallback", note=without_llm_note(llm_option), anchors="spaCy entities of the question")
     entities = _question_entities(kb, question, llm, settings, trace)
-    q_vec = _encode(kb, [question], trace)[0]
+    q_vec = encode(kb, [question], trace)[0]
     state = _State()
     _add_documents(kb, state, _retrieve_documents(kb, question, q_vec, settings.documents, [], settings, trace),
                    settings.local_weight, settings, trace)
@@ -235,12 +235,6 @@ def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entit
 
 # -- retrieval -----------------------------------------------------------------
 
-def _encode(kb: "Corpus", texts: list[str], trace: Trace) -> list[np.ndarray]:
-    t0 = time.perf_counter()
-    out = list(kb.embedder.encode(texts)) if texts else []
-    trace.time("embed", t0)
-    return out
-
 
 def _retrieve_documents(kb: "Corpus", text: str, vec: np.ndarray, n: int, exclude: list[int],
                         settings: ThreadragSettings, trace: Trace) -> list[int]:
@@ -259,7 +253,7 @@ def _targeted(kb: "Corpus", entities: list[str], budget: int, state: _State, set
     entity's best new document first), so every entity gets its share."""
     if not entities or budget <= 0:
         return []
-    vectors = _encode(kb, entities, trace)
+    vectors = encode(kb, entities, trace)
     per_entity = max(1, -(-budget // len(entities)))
     lists = [_retrieve_documents(kb, e, v, per_entity, list(state.documents), settings, trace)
              for e, v in zip(entities, vectors)]

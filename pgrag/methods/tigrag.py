@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import nlp
+from . import encode
 from ..exceptions import PgragError
 from ..graph import TokenGraph, personalized_pagerank, token_graph, top_nodes
 from ..results import Hits, Trace
@@ -126,7 +127,7 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
     query = question
     # Encoding in a thread, overlapped with the graph stage, was measured slower
     # on 2 cores (torch, scipy and PostgreSQL compete), so it all runs in turn.
-    embeddings = _encode(corpus, [question], trace)
+    embeddings = encode(corpus, [question], trace)
     for hop in range(1, settings.hops + 1):
         ranked = _hop(corpus, graph, query, embeddings, settings, hop, trace)
         for s in ranked:
@@ -144,7 +145,7 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
             break
         entities.extend(new)
         query = question + " " + " ".join(entities)
-        embeddings = _encode(corpus, [f"{question} {e}" for e in entities], trace)
+        embeddings = encode(corpus, [f"{question} {e}" for e in entities], trace)
 
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))[:k]
     t1 = time.perf_counter()
@@ -155,12 +156,6 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
             for h, s in zip(corpus.hits_from_rows(rows), final)]
     return Hits(hits, trace)
 
-
-def _encode(corpus: "Corpus", texts: list[str], trace: Trace) -> list[np.ndarray]:
-    t0 = time.perf_counter()
-    out = list(corpus.embedder.encode(texts))
-    trace.time("embed", t0)
-    return out
 
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
