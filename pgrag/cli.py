@@ -554,7 +554,7 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
         pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
     """
     from . import evaluate
-    from .methods.cirag import export_trajectories as export
+    from .trajectories import export_trajectories as export
 
     settings = _llm_settings(llm_base_url, llm_model)
     if not settings.configured:

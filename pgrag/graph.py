@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from .queries import query
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .context import QueryRunner
 
 # Binary COPY of (bigint, bigint, bigint) rows: a 16-bit field count, then for
 # each field a 32-bit length and an 8-byte big-endian value.
@@ -65,7 +65,7 @@ def _version(conn: Any, corpus_id: int) -> int:
     return int(row[0]) if row else 0
 
 
-def load_graph(db: "Database", corpus_id: int) -> TokenGraph:
+def load_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
     """Read the corpus's tokens and edges (consistently: the version is read
     before and after, and a concurrent change makes it read again)."""
     while True:
@@ -106,7 +106,7 @@ _cache: dict[tuple[str, int], TokenGraph] = {}
 _cache_lock = threading.Lock()
 
 
-def token_graph(db: "Database", corpus_id: int) -> TokenGraph:
+def token_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
     """The corpus's graph, from this process's cache when its version is current."""
     version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
     key = (db.dsn, corpus_id)

@@ -23,23 +23,13 @@ from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
 from . import nlp
+from .context import CorpusInfo
 from .db import Database
 from .embed import Embedder
 from .queries import query
 from .semantic import DocumentText, NodeRow, copy_nodes, plan_nodes
 from .sources import DocumentIn
 from .text import chunk_search_text, content_hash, sentence_windows
-
-
-@dataclass(frozen=True, kw_only=True)
-class CorpusInfo:
-    corpus_id: int
-    name: str
-    embedding_model: str
-    embedding_dim: int
-    chunk_sentences: int
-    chunk_overlap: int
-    edge_window: int
 
 
 @dataclass(kw_only=True)

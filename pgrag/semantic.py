@@ -31,7 +31,7 @@ from .segment import DEFAULT, SegmentSettings, can_split, segment
 from .text import chunk_search_text
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
+    from .context import Context
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,7 @@ def copy_nodes(conn: psycopg.Connection, corpus_id: int, document_ids: Sequence[
     return count
 
 
-def build_semantic_nodes(corpus: "Corpus", *, batch_size: int = 256, progress: bool = True,
+def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: bool = True,
                          settings: SegmentSettings = DEFAULT) -> NodeReport:
     """Build the nodes of every indexed document that has none (corpora ingested
     before semantic nodes existed). Resumable: each batch commits on its own, and
@@ -151,7 +151,7 @@ def build_semantic_nodes(corpus: "Corpus", *, batch_size: int = 256, progress: b
     return report
 
 
-def _backfill_batch(corpus: "Corpus", document_ids: list[int], settings: SegmentSettings,
+def _backfill_batch(corpus: "Context", document_ids: list[int], settings: SegmentSettings,
                     report: NodeReport) -> None:
     params = {"corpus_id": corpus.id, "document_ids": document_ids}
     rows = corpus.db.fetchall("segmentation_input", params)

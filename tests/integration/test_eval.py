@@ -142,15 +142,15 @@ def test_em_f1_and_tokens_for_a_method_that_answers(db):
 
     gold = {q.question: q.answer for q in evaluate.load_questions(QUESTIONS)}
 
-    def oracle(corpus, question, k, **_):
-        hits = corpus.retrieve(question, method="bm25", k=k)
+    def oracle(ctx, question, k, _settings):
+        hits = methods.run(ctx, "bm25", question, k)
         trace = Trace(method="oracle", query=question, prompt_tokens=100, completion_tokens=7, llm_calls=2,
                       outcome={"finish": "natural" if "Lothair" in question else "forced"})
         # right for the first question only (with extra words: EM 0, F1 partial on the others)
         answer = gold[question] if question.startswith("When did Lothair") else "the " + gold[question] + " maybe"
         return Hits(list(hits), trace, answer=answer)
 
-    methods.register("oracle", oracle)
+    methods.register(methods.MethodSpec(name="oracle", run=oracle, takes_llm=True, answers=True))
     try:
         kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
         report = evaluate.evaluate(kb, corpus, evaluate.load_questions(QUESTIONS), ["oracle"], progress=False)
@@ -167,36 +167,34 @@ def test_em_f1_and_tokens_for_a_method_that_answers(db):
     assert m["outcomes"] == {"finish": {"forced": 5 - lothair, "natural": lothair}} and 0 < lothair < 5
     assert "finish forced" in markdown_table(report.to_json())
     with pytest.raises(Exception, match="already built in"):
-        methods.register("dense", oracle)
+        methods.register(methods.MethodSpec(name="dense", run=oracle))
 
 
 def test_llm_goes_only_to_methods_that_take_one(db):
     """evaluate(llm=...) hands the client to answering methods, re-bound to the
-    corpus's cache by resolve_llm; retrieval-only methods never see it."""
+    corpus's cache by the context; retrieval-only methods never see it."""
     from pgrag import methods
     from pgrag.llm import LLMSettings
     from pgrag.results import Hits, Trace
 
     seen = []
 
-    def answering(corpus, question, k, *, llm=None):
-        resolved = methods.resolve_llm(corpus, llm)
-        seen.append((llm, resolved))
-        return Hits(list(corpus.retrieve(question, method="bm25", k=k)), Trace(method="answering", query=question),
+    def answering(ctx, question, k, _settings):
+        seen.append(ctx.llm)
+        return Hits(list(methods.run(ctx, "bm25", question, k)), Trace(method="answering", query=question),
                     answer="x")
 
     other = db.corpus("elsewhere")
     llm = other.llm(LLMSettings(base_url="http://127.0.0.1:9/v1", model="m"))
-    methods.register("answering", answering)
+    methods.register(methods.MethodSpec(name="answering", run=answering, takes_llm=True, answers=True))
     try:
         assert methods.takes_option("answering", "llm") and not methods.takes_option("dense", "llm")
         kb, corpus = evaluate.prepare_corpus(db, CORPUS, progress=False)
         evaluate.evaluate(kb, corpus, evaluate.load_questions(QUESTIONS)[:2], ["dense", "answering"], llm=llm,
                           progress=False)
-        assert seen and all(given is llm for given, _ in seen)
-        assert all(r.corpus_id == kb.id and r.settings == llm.settings for _, r in seen)
+        assert seen and all(r is not None and r.corpus_id == kb.id and r.settings == llm.settings for r in seen)
         answer = kb.answer("When did Lothair II die?", method="answering", llm=False)
         assert answer.text == "x" and answer.method == "answering" and answer.evidence and answer.trace
-        assert seen[-1] == (False, None)
+        assert seen[-1] is None
     finally:
         methods.unregister("answering")

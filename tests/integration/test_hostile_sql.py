@@ -135,7 +135,9 @@ def test_empty_corpus_and_unknown_tokens_give_empty_results(db, kb, database_uri
         assert list(empty.retrieve("Who is the mother of Lothair II?", method=method, k=5)) == [], method
     for method in ("bm25", "tigrag"):
         assert list(kb.retrieve("zzqx qqzzv 12 !!! the of", method=method, k=5)) == [], method
-        assert list(kb.retrieve("", method=method, k=5)) == [], method
+        for blank in ("", " \t\n"):
+            with pytest.raises(pgrag.PgragError, match="question is empty"):
+                kb.retrieve(blank, method=method, k=5)
     vec = "[" + ",".join(["0.1"] * 384) + "]"
     with psycopg.connect(database_uri) as conn:
         for stmt in ("SELECT * FROM pgrag.bm25('empty', 'Lothair')",
