@@ -21,6 +21,7 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     PgragError,
+    RuntimeMissing,
     SchemaOutdated,
     ServerError,
     UnknownMethod,
@@ -30,9 +31,9 @@ from .ingest import IngestReport
 from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
-    "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
+    "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
     "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
+    "ExtensionMissing", "InputError", "RuntimeMissing", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
 

@@ -376,6 +376,28 @@ def _demo(k: int, dsn: str | None, settings: Any) -> None:
             click.echo(click.style(f"    answer: {answer}", bold=True))
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
+    _demo_sql(database, demo_mod.SAMPLE_CORPUS, demo_mod.sample_questions()[0]["question"], k)
+
+
+def _demo_sql(database: Any, corpus: str, question: str, k: int) -> None:
+    """The same question from SQL alone, as an application in any language asks it."""
+    import psycopg
+
+    from .queries import query
+
+    statement = f"SELECT rank, title, details FROM pgrag.retrieve('{corpus}', $q${question}$q$, 'tigrag', {k})"
+    click.echo("")
+    click.echo(click.style("The same from SQL, in one statement (pgrag server psql -c ...):", bold=True))
+    click.echo(f"  {statement}")
+    try:
+        with psycopg.connect(database.dsn, autocommit=True) as conn:
+            rows = conn.execute(query("retrieve_sql"), {"corpus": corpus, "question": question, "method": "tigrag",
+                                                        "k": k, "options": "{}"}).fetchall()
+    except psycopg.Error as error:
+        click.echo(f"  {str(error).strip().splitlines()[0]}")
+        return
+    for r in rows:
+        click.echo(f"  {r[0]}. {r[5]}  (hop {r[12].get('hop')}, score {r[2]:.4f})")
 
 
 def render_hit(hit: Any, indent: str = "") -> str:
@@ -509,15 +531,17 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
               help="Untimed questions per method first.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--via", type=click.Choice(["python", "sql", "both"]), default="python", show_default=True,
+              help="Ask through kb.retrieve, through SQL's pgrag.retrieve (the in-server runtime), or both.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[str], k: int, warmup: int,
-                  limit: int | None, out: Path | None, dsn: str | None) -> None:
+                  limit: int | None, via: str, out: Path | None, dsn: str | None) -> None:
     """Query latency p50/p95 per method, and each p50 as a ratio to dense's."""
     from .bench import query_benchmark
 
     result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
-                             k=k, warmup=warmup, limit=limit)
+                             k=k, warmup=warmup, limit=limit, via=via)
     _echo_json(result, out)
 
 
@@ -599,14 +623,16 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, dsn: str | Non
               help="Concurrent clients (threads), one pooled connection each.")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               help="How long the clients run.")
-@click.option("--methods", "method_names", default="dense,bm25,hybrid", show_default=True,
-              help="Comma-separated SQL methods the clients mix (dense, bm25, hybrid, tigrag). The SQL "
-                   "tigrag runs PPR in SQL (seconds a query; Python's tigrag uses scipy): add it to see that.")
+@click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag", show_default=True,
+              help="Comma-separated SQL methods the clients mix: dense, bm25, hybrid, tigrag (multi-hop, "
+                   "through pgrag.retrieve in the server), tigrag-1hop (the pure-SQL single hop).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--compare-python", is_flag=True,
+              help="Then run multi-hop tigrag from one Python process per client, and report the p95 ratio.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: float, method_names: str, k: int,
-               out: Path | None, dsn: str | None) -> None:
+               compare_python: bool, out: Path | None, dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -615,7 +641,8 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: f
     from .bench import load_benchmark
 
     result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=clients, seconds=seconds,
-                            method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k)
+                            method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
+                            compare_python=compare_python)
     _echo_json(result, out)
 
 

@@ -10,7 +10,7 @@ from .config import ChunkingSettings, Settings
 from .context import Context, CorpusInfo, lookup_corpus
 from .embed import Embedder, corpus_embedder, get_embedder
 from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
-from .ingest import IngestReport, ingest
+from .ingest import IngestReport, index_pending, ingest
 from .queries import query
 from .results import Answer, Hit, Hits, Proposition
 from .sources import DocumentIn, validate
@@ -93,11 +93,8 @@ class Corpus:
     def index(self, *, batch_size: int | None = None, progress: bool = True) -> IngestReport:
         """Index documents that were inserted or changed directly in the tables
         (e.g. ``pgrag.models.Document`` rows added through an ORM session)."""
-        rows = self.db.fetchall("pending_documents", {"corpus_id": self.id})
-        docs = validate(
-            [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
-            source=f"corpus {self.name!r}")
-        return self._ingest(docs, batch_size, progress)
+        return index_pending(self.db, self.info, embedder=self.embedder, spacy_model=self.settings.spacy_model,
+                             batch_size=batch_size or self.settings.batch_size, progress=progress)
 
     def _ingest(self, docs: list[DocumentIn], batch_size: int | None, progress: bool) -> IngestReport:
         return ingest(self.db, self.info, docs, embedder=self.embedder,

@@ -49,10 +49,9 @@ def translate(error: psycopg.Error) -> exc.PgragError:
     """Map a driver error to the public exception tree (message kept)."""
     state = getattr(error, "sqlstate", None)
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if state == "PR001":
-        return exc.CorpusNotFound(message.removeprefix("pgrag: "))
-    if state == "PR002":
-        return exc.EmbeddingMismatch(message.removeprefix("pgrag: "))
+    known = exc.by_sqlstate(state)
+    if known is not None:
+        return known(message.removeprefix("pgrag: "))
     if isinstance(error, psycopg.OperationalError):
         return exc.ConnectionFailed(message)
     return exc.PgragError(message)
@@ -168,6 +167,7 @@ class Database:
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
             raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
+            _install_runtime(raw)
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 
@@ -232,6 +232,25 @@ class Database:
     def corpus_access(self) -> list[tuple[str, str]]:
         """(corpus, role) pairs of the access list that the caller can see."""
         return [(name, role) for name, role in self.fetchall("corpus_access")]
+
+
+def _install_runtime(conn: psycopg.Connection) -> None:
+    """The in-server runtime (PL/Python) where the server has it and this role may
+    create it, else the stand-ins that say what to do; then the SQL entry points."""
+    from .config import server_python_path
+
+    installed = False
+    if conn.execute(query("has_plpython")).fetchone() == (True,):
+        try:
+            with conn.transaction():   # a savepoint: a refusal leaves the rest of the upgrade intact
+                conn.execute(sql_file("runtime_plpython.sql"))
+                conn.execute(query("record_python_path"), {"paths": server_python_path()})
+            installed = True
+        except psycopg.errors.InsufficientPrivilege:
+            installed = False   # plpython3u is untrusted: only a superuser creates its functions
+    if not installed:
+        conn.execute(sql_file("runtime_missing.sql"))
+    conn.execute(sql_file("inserver.sql"))
 
 
 def _register_vector(dbapi_conn: Any, _record: Any) -> None:

@@ -1,6 +1,8 @@
 """One exception tree for the public API: catch ``PgragError`` for all of them.
 
-Each class's docstring is its default message.
+Each class's docstring is its default message. ``sqlstate`` is the SQLSTATE the
+same error carries when it is raised inside PostgreSQL (the in-server runtime),
+so a SQL caller can tell them apart and the Python client maps them back.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 class PgragError(Exception):
     """pgrag failed."""
+
+    sqlstate = "PR000"
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
@@ -36,17 +40,39 @@ class UnsupportedServer(PgragError):
 class CorpusNotFound(PgragError):
     """No corpus with that name exists."""
 
+    sqlstate = "PR001"
+
 
 class EmbeddingMismatch(PgragError):
     """The embedding model does not match the corpus's embedding dimension."""
 
+    sqlstate = "PR002"
+
 
 class InputError(PgragError):
-    """The input documents are invalid; nothing was written."""
+    """The input (documents, a question, a call's arguments) is invalid; nothing was written."""
+
+    sqlstate = "PR005"
 
 
 class UnknownMethod(PgragError):
     """No retrieval method by that name."""
+
+    sqlstate = "PR004"
+
+
+class RuntimeMissing(PgragError):
+    """This PostgreSQL server has no PL/Python (plpython3u): call pgrag from Python with pgrag.connect(dsn)."""
+
+    sqlstate = "PR003"
+
+
+def by_sqlstate(state: str | None) -> type[PgragError] | None:
+    """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
+    for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing):
+        if cls.sqlstate == state:
+            return cls
+    return None
 
 
 class SchemaOutdated(PgragError):

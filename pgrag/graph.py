@@ -72,16 +72,26 @@ def load_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
         with db.transaction() as conn:
             version = _version(conn, corpus_id)
             tokens = conn.execute(query("graph_tokens"), {"corpus_id": corpus_id}).fetchall()
-            buffer = bytearray()
-            with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
-                for block in copy:
-                    buffer += block
+            a, b, w = _read_edges(conn, corpus_id)
             after = _version(conn, corpus_id)
         if after == version:
             break
     token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
-    a, b, w = _parse_edges(bytes(buffer)) if buffer else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
     return build_graph(version, token_ids, [t[1] for t in tokens], a, b, w)
+
+
+def _read_edges(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, w) of every edge: a binary COPY over psycopg, three arrays over SPI."""
+    if not hasattr(conn, "cursor"):
+        a, b, w = conn.execute(query("graph_edges_arrays"), {"corpus_id": corpus_id}).fetchone()
+        return np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64), np.asarray(w, dtype=np.float64)
+    buffer = bytearray()
+    with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
+        for block in copy:
+            buffer += block
+    if not buffer:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return _parse_edges(bytes(buffer))
 
 
 def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],

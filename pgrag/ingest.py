@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import psycopg
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
-from . import nlp
+from . import bulk, nlp
 from .context import CorpusInfo
 from .db import Database
 from .embed import Embedder
@@ -103,6 +102,20 @@ def ingest(
     report.total_seconds = time.perf_counter() - started
     report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
     return report
+
+
+def index_pending(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_model: str,
+                  batch_size: int = 64, progress: bool = True) -> IngestReport:
+    """Index the documents inserted or changed directly in ``pgrag.document`` (by an
+    ORM session, or by an application's INSERT followed by SQL's ``pgrag.index``)."""
+    from .sources import validate
+
+    rows = db.fetchall("pending_documents", {"corpus_id": corpus.corpus_id})
+    docs = validate(
+        [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
+        source=f"corpus {corpus.name!r}")
+    return ingest(db, corpus, docs, embedder=embedder, spacy_model=spacy_model, batch_size=batch_size,
+                  progress=progress)
 
 
 def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> list[DocumentIn]:
@@ -221,36 +234,26 @@ def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: 
         report.replaced += len(work) - len(new)
 
 
-def _copy_rows(conn: psycopg.Connection, cid: int, work: list[_Prepared],
+def _copy_rows(conn: Any, cid: int, work: list[_Prepared],
                ids: dict[str, int], report: IngestReport) -> list[int]:
     n_chunks = sum(len(p.chunks) for p in work)
     chunk_ids = [r[0] for r in conn.execute(query("allocate_chunk_ids"), {"n": n_chunks})]
     next_id = iter(chunk_ids)
-    with conn.cursor() as cur:
-        with cur.copy("COPY pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end) FROM STDIN") as cp:
-            for p in work:
-                doc_id = ids[p.doc.external_id]
-                for k, (s, e) in enumerate(p.sentences):
-                    cp.write_row((cid, doc_id, k, p.doc.body[s:e], s, e))
-                report.sentences += len(p.sentences)
-        entity_rows: list[tuple[int, int, str, str, int, int]] = []
-        with cur.copy("COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, "
-                      "last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY)") as cp:
-            cp.set_types(["int8", "int8", "int8", "int4", "int4", "int4", "int4", "int4", "text", "vector"])
-            for p in work:
-                doc_id = ids[p.doc.external_id]
-                entities = _unique(p.entities)
-                for c, vec in zip(p.chunks, p.embeddings):
-                    chunk_id = next(next_id)
-                    cp.write_row((cid, chunk_id, doc_id, c.ordinal, c.first, c.last, c.start, c.end, c.text, vec))
-                    entity_rows.extend(
-                        (cid, chunk_id, e.text, e.label, e.start, e.end)
-                        for e in entities if c.start <= e.start and e.end <= c.end)
-                report.chunks += len(p.chunks)
-        with cur.copy("COPY pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end) FROM STDIN") as cp:
-            for row in entity_rows:
-                cp.write_row(row)
-        report.entities += len(entity_rows)
+    sentences: list[tuple] = []
+    chunks: list[tuple] = []
+    entity_rows: list[tuple] = []
+    for p in work:
+        doc_id = ids[p.doc.external_id]
+        sentences.extend((cid, doc_id, k, p.doc.body[s:e], s, e) for k, (s, e) in enumerate(p.sentences))
+        entities = _unique(p.entities)
+        for c, vec in zip(p.chunks, p.embeddings):
+            chunk_id = next(next_id)
+            chunks.append((cid, chunk_id, doc_id, c.ordinal, c.first, c.last, c.start, c.end, c.text, vec))
+            entity_rows.extend((cid, chunk_id, e.text, e.label, e.start, e.end)
+                               for e in entities if c.start <= e.start and e.end <= c.end)
+    report.sentences += bulk.write(conn, "sentence", sentences)
+    report.chunks += bulk.write(conn, "chunk", chunks)
+    report.entities += bulk.write(conn, "chunk_entity", entity_rows)
     return chunk_ids
 
 

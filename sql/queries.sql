@@ -164,6 +164,12 @@ SELECT token_id, term FROM pgrag.token WHERE corpus_id = %(corpus_id)s ORDER BY 
 COPY (SELECT token_a, token_b, weight FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s)
 TO STDOUT (FORMAT binary);
 
+-- name: graph_edges_arrays
+-- Every co-occurrence edge as three arrays (inside the server, where there is no COPY).
+SELECT coalesce(array_agg(token_a), ARRAY[]::bigint[]) AS a, coalesce(array_agg(token_b), ARRAY[]::bigint[]) AS b,
+       coalesce(array_agg(weight), ARRAY[]::bigint[]) AS w
+FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s;
+
 -- name: tigrag_pool
 -- TIGRAG graph-weighted scoring and cumulative-mass pool (one hop).
 SELECT chunk_id, rho, candidates
@@ -191,8 +197,9 @@ WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s);
 SELECT * FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s);
 
 -- name: ppr
--- Personalized PageRank over the token graph, in SQL.
-SELECT term, score FROM pgrag.ppr(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
+-- Personalized PageRank over the token graph, in pure SQL (pgrag.ppr uses scipy
+-- in the server when it has PL/Python).
+SELECT term, score FROM pgrag.ppr_sql(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
 
 -- name: tigrag
 -- Single-hop TIGRAG in SQL.
@@ -435,3 +442,83 @@ SELECT pgrag.disable_tenant_isolation();
 -- Access list: corpus name and role, for every corpus the caller can see.
 SELECT c.name, a.role_name FROM pgrag.corpus_acl a JOIN pgrag.corpus c USING (corpus_id)
 ORDER BY c.name, a.role_name;
+
+-- name: has_plpython
+-- Whether the in-server runtime's language is enabled in this database.
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
+
+-- name: record_python_path
+-- Where the server's PL/Python imports pgrag from (the schema owner only).
+SELECT pgrag._record_python_path(%(paths)s::text[]);
+
+-- name: retrieve_sql
+-- Any registered method through the in-server runtime (pgrag bench --via sql).
+SELECT rank, chunk_id, score, document_id, external_id, title, chunk_ordinal, first_sentence, last_sentence,
+       char_start, char_end, text, details
+FROM pgrag.retrieve(%(corpus)s, %(question)s, %(method)s, %(k)s, %(options)s::jsonb);
+
+-- The bulk writes of ingest (pgrag/bulk.py): COPY from a client process, one
+-- INSERT of column arrays inside the server (SPI has no COPY).
+
+-- name: copy_sentence
+-- Rows of pgrag.sentence by binary COPY.
+COPY pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_sentence
+-- Rows of pgrag.sentence as one array per column.
+INSERT INTO pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(text)s::text[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[]);
+
+-- name: copy_chunk
+-- Rows of pgrag.chunk by binary COPY.
+COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_chunk
+-- Rows of pgrag.chunk as one array per column.
+INSERT INTO pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(chunk_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(first_sentence)s::integer[],
+       %(last_sentence)s::integer[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[],
+       %(text)s::text[],
+       %(embedding)s::vector[]);
+
+-- name: copy_chunk_entity
+-- Rows of pgrag.chunk_entity by binary COPY.
+COPY pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_chunk_entity
+-- Rows of pgrag.chunk_entity as one array per column.
+INSERT INTO pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(chunk_id)s::bigint[],
+       %(entity)s::text[],
+       %(label)s::text[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[]);
+
+-- name: copy_semantic_node
+-- Rows of pgrag.semantic_node by binary COPY.
+COPY pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_semantic_node
+-- Rows of pgrag.semantic_node as one array per column.
+INSERT INTO pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(first_sentence)s::integer[],
+       %(last_sentence)s::integer[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[],
+       %(text)s::text[],
+       %(embedding)s::vector[]);

@@ -116,6 +116,10 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     assert re.search(r"why: hop [12], rho \d+\.\d+, cosine", result.output)   # TIGRAG says why
     assert "no LLM configured: answering methods show their retrieval-only fallback" in result.output
     assert re.search(r"why: round 0, via .+, cosine", result.output)        # T2RAG: the proposition
+    # ... and the first question once more from SQL alone, with the same top hit as TIGRAG's
+    sql_part = result.output.split("The same from SQL, in one statement")[1]
+    assert "FROM pgrag.retrieve('pgrag-sample'" in sql_part
+    assert re.search(r"^  1\. .+ \(hop [12], score \d\.\d{4}\)$", sql_part, re.MULTILINE), sql_part
 
 
 def test_demo_with_an_llm_prints_answers_calls_and_tokens(database_uri):

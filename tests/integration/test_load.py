@@ -30,7 +30,7 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     result = CliRunner().invoke(main, [
         "bench", "load", "--corpus-file", str(corpus),
         "--questions", str(questions), "--clients", "3", "--seconds", "3",
-        "--methods", "dense,bm25,hybrid,tigrag", "--dsn", database_uri, "--out", str(out)],
+        "--methods", "dense,bm25,hybrid,tigrag,tigrag-1hop", "--dsn", database_uri, "--out", str(out)],
         catch_exceptions=False)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
