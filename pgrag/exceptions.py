@@ -67,9 +67,16 @@ class RuntimeMissing(PgragError):
     sqlstate = "PR003"
 
 
+class AnswerFailed(PgragError):
+    """The LLM could not produce the answer (unreachable endpoint, refused key, malformed replies)."""
+
+    sqlstate = "PR010"
+
+
 def by_sqlstate(state: str | None) -> type[PgragError] | None:
     """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
-    for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing):
+    for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
+                AnswerFailed):
         if cls.sqlstate == state:
             return cls
     return None

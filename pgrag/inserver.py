@@ -41,8 +41,16 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
     except PgragError as exc:
         # Raised by pgrag._checked in SQL, so that the message reads as pgrag's own
         # (an exception leaving PL/Python is prefixed with its Python class name).
-        return json.dumps({"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}})
+        error = {"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}}
+        return json.dumps(_without(error, _secret(plpy, GD)))
     return json.dumps(result, default=_json_default)
+
+
+def _secret(plpy: Any, GD: dict[str, Any]) -> str | None:
+    try:
+        return llm_settings(_database(plpy, GD))[0].api_key
+    except PgragError:
+        return None
 
 
 def _database(plpy: Any, GD: dict[str, Any]) -> Any:
@@ -142,6 +150,94 @@ def index(db: Any, corpus: str) -> dict[str, Any]:
     return dataclasses.asdict(report)
 
 
+def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:
+    """The LLM settings for this call, and where each came from. The pgrag.llm_*
+    settings of the session win (PostgreSQL's own order: SET LOCAL, SET, ALTER
+    ROLE / DATABASE, postgresql.conf), then PGRAG_LLM_* in the server's
+    environment. The HTTP timeout is cut to what is left of statement_timeout."""
+    from .llm import LLMSettings
+
+    row = db.fetch_row("llm_settings_server")
+    env = LLMSettings.from_env()
+    chosen: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for i, name in enumerate(("base_url", "model", "api_key", "timeout")):
+        if row[i] is not None:
+            chosen[name], sources[name] = row[i], f"pgrag.llm_{name}"
+        else:
+            chosen[name], sources[name] = getattr(env, name), f"PGRAG_LLM_{name.upper()} (server environment)"
+    try:
+        timeout = float(chosen["timeout"])
+    except (TypeError, ValueError):
+        raise InputError(f"pgrag.llm_timeout must be a number of seconds, not {chosen['timeout']!r}") from None
+    retries = env.max_retries
+    statement_ms, elapsed_ms = row[4], row[5]
+    if statement_ms:
+        timeout = max(0.05, min(timeout, (statement_ms - elapsed_ms) / 1000))
+        retries = 0   # each retry would wait again: the statement has one budget
+        sources["timeout"] += ", bounded by statement_timeout"
+    settings = LLMSettings(base_url=chosen["base_url"], model=chosen["model"], api_key=chosen["api_key"],
+                           timeout=timeout, max_retries=retries)
+    return settings, sources
+
+
+def show_llm_settings(db: Any) -> dict[str, Any]:
+    settings, sources = llm_settings(db)
+    shown = {"base_url": settings.base_url, "model": settings.model,
+             "api_key": "(set)" if settings.api_key else None, "timeout": settings.timeout}
+    return {"rows": [{"setting": name, "value": None if value is None else str(value), "source": sources[name]}
+                     for name, value in shown.items()]}
+
+
+_LLM_FAILURES = {"llm_error", "malformed", "error"}
+
+
+def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> dict[str, Any]:
+    """An answering method's answer, its evidence and its trace, with the LLM
+    configured for the server; a failed LLM gives finish = llm_error and the
+    retrieval-only hits, or with ``{"strict": true}`` an error (PR010)."""
+    import dataclasses
+
+    from . import methods
+    from .exceptions import AnswerFailed
+    from .llm import LLM
+
+    if question is None or method is None:
+        raise InputError("question and method must not be NULL")
+    if not methods.get(method).answers:
+        raise InputError(f"method {method!r} retrieves but does not answer: call pgrag.retrieve for its hits")
+    opts = dict(_options(options))
+    strict = bool(opts.pop("strict", False))
+    k = opts.pop("k", 5)
+    ctx = _context(db, corpus)
+    settings, _sources = llm_settings(db)
+    if settings.configured:
+        ctx.llm = LLM(db, ctx.id, settings)
+    else:
+        ctx.llm_note = ("no LLM configured for the server (SET pgrag.llm_base_url and pgrag.llm_model, or "
+                        "PGRAG_LLM_* in the server's environment): retrieval-only fallback")
+    hits = methods.run(ctx, method, question, k, opts)
+    failed = ctx.llm is not None and (hits.answer is None or bool(_LLM_FAILURES & set(hits.trace.outcome.values())))
+    finish = "llm_error" if failed else hits.trace.outcome.get("finish", "natural")
+    if failed and strict:
+        errors = [s.get("error") for s in hits.trace.steps if s.get("error")]
+        raise AnswerFailed(f"{method} could not answer with the LLM {settings.model!r}: "
+                           f"{errors[0] if errors else 'no answer'}")
+    result = {"answer": hits.answer, "hits": [_hit_row(h) for h in hits], "trace": dataclasses.asdict(hits.trace),
+              "llm_calls": hits.trace.llm_calls, "prompt_tokens": hits.trace.prompt_tokens,
+              "completion_tokens": hits.trace.completion_tokens, "finish": finish}
+    return _without(result, settings.api_key)
+
+
+def _without(result: dict[str, Any], secret: str | None) -> dict[str, Any]:
+    """``result`` with every occurrence of ``secret`` masked (an endpoint may echo
+    the key in an error message, and messages reach the trace)."""
+    if not secret:
+        return result
+    text = json.dumps(result, default=_json_default)
+    return json.loads(text.replace(secret, "***")) if secret in text else result
+
+
 def _hit_row(hit: Any) -> dict[str, Any]:
     p = hit.provenance
     return {"rank": hit.rank, "chunk_id": p.chunk_id, "score": hit.score, "document_id": p.document_id,
@@ -164,5 +260,6 @@ def _json_default(value: Any) -> Any:
 
 
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index,
+    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer,
+    "llm_settings": show_llm_settings,
 }

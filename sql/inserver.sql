@@ -94,3 +94,35 @@ SET search_path FROM CURRENT
 AS $$
     SELECT pgrag._checked(pgrag._py('index', jsonb_build_object('corpus', corpus)))
 $$;
+
+-- An answering method's answer with its evidence (t2rag, threadrag, cirag, or any
+-- method registered as answering), the LLM called from the server. The LLM is set
+-- with pgrag.llm_base_url, pgrag.llm_model, pgrag.llm_api_key, pgrag.llm_timeout
+-- (SET, set_config, ALTER ROLE / DATABASE, postgresql.conf), else PGRAG_LLM_* in
+-- the server's environment. options: the method's settings, plus "k" (default 5)
+-- and "strict" (raise PR010 when the LLM fails instead of finish = 'llm_error'
+-- with the retrieval-only hits).
+CREATE OR REPLACE FUNCTION pgrag.answer(corpus text, question text, method text DEFAULT 't2rag',
+                                        options jsonb DEFAULT '{}')
+RETURNS TABLE (answer text, hits jsonb, trace jsonb, llm_calls integer, prompt_tokens integer,
+               completion_tokens integer, finish text)
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT r ->> 'answer', r -> 'hits', r -> 'trace', (r ->> 'llm_calls')::integer,
+           (r ->> 'prompt_tokens')::integer, (r ->> 'completion_tokens')::integer, r ->> 'finish'
+    FROM pgrag._checked(pgrag._py('answer', jsonb_build_object(
+             'corpus', corpus, 'question', question, 'method', method, 'options', options))) AS r
+$$;
+
+-- Each LLM setting the server would use now and where it comes from (the key is
+-- only said to be set, never shown).
+CREATE OR REPLACE FUNCTION pgrag.llm_settings()
+RETURNS TABLE (setting text, value text, source text)
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT s.setting, s.value, s.source
+    FROM jsonb_to_recordset(pgrag._checked(pgrag._py('llm_settings', '{}'::jsonb)) -> 'rows')
+         AS s(setting text, value text, source text)
+$$;

@@ -522,3 +522,17 @@ SELECT * FROM unnest(%(corpus_id)s::bigint[],
        %(char_end)s::integer[],
        %(text)s::text[],
        %(embedding)s::vector[]);
+
+-- name: transaction_read_only
+-- Whether this transaction may write (false on a hot standby too).
+SELECT current_setting('transaction_read_only') = 'on';
+
+-- name: llm_settings_server
+-- The LLM settings of this session (SET, ALTER ROLE/DATABASE, postgresql.conf), and
+-- what is left of statement_timeout (ms; 0 when there is none).
+SELECT nullif(current_setting('pgrag.llm_base_url', true), '') AS base_url,
+       nullif(current_setting('pgrag.llm_model', true), '') AS model,
+       nullif(current_setting('pgrag.llm_api_key', true), '') AS api_key,
+       nullif(current_setting('pgrag.llm_timeout', true), '') AS timeout,
+       (SELECT setting::float8 FROM pg_settings WHERE name = 'statement_timeout') AS statement_timeout_ms,
+       extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS elapsed_ms;

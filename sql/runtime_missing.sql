@@ -16,4 +16,4 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgrag.runtime() RETURNS text
-LANGUAGE sql STABLE AS $$ SELECT NULL::text $$;
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$ SELECT NULL::text $$;

@@ -12,7 +12,7 @@ SET search_path FROM CURRENT
 AS $$
 BEGIN
     EXECUTE format('CREATE OR REPLACE FUNCTION pgrag._python_path() RETURNS text[] '
-                   'LANGUAGE sql IMMUTABLE AS %L', format('SELECT %L::text[]', paths));
+                   'LANGUAGE sql IMMUTABLE SET search_path FROM CURRENT AS %L', format('SELECT %L::text[]', paths));
 END
 $$;
 REVOKE ALL ON FUNCTION pgrag._record_python_path(text[]) FROM PUBLIC;
@@ -35,4 +35,4 @@ return rt.call(plpy, GD, call, payload)
 $$;
 
 CREATE OR REPLACE FUNCTION pgrag.runtime() RETURNS text
-LANGUAGE sql STABLE AS $$ SELECT 'plpython3u'::text $$;
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$ SELECT 'plpython3u'::text $$;
