@@ -185,17 +185,27 @@ def test_missing_triples_are_extracted_on_the_fly_for_retrieved_documents_only(d
 
 
 def test_sql_construction_has_provenance(db, kb):
+    """Each candidate points at its sentence: the stored pgrag.sentence row named by
+    (document, sentence_ordinal) is the sentence returned, its offsets cut exactly
+    that text out of the body, and the triple's span starts inside it."""
     vector = kb.embedder.encode([QUESTION])[0]
     with db.transaction() as conn:
-        rows = conn.execute("SELECT c.rank, c.document_rank, c.char_start, c.char_end, c.sentence, d.body, c.title "
+        rows = conn.execute("SELECT c.rank, c.document_rank, c.char_start, c.char_end, c.sentence, d.body, "
+                            "s.char_start, s.char_end, s.text, t.subject, t.object "
                             "FROM pgrag.cirag_candidates('ci', %s, documents => 2, candidates => 5) c "
                             "JOIN pgrag.document d ON d.corpus_id = %s AND d.document_id = c.document_id "
+                            "JOIN pgrag.triple t ON t.corpus_id = d.corpus_id AND t.triple_id = c.triple_id "
+                            "LEFT JOIN pgrag.sentence s ON s.corpus_id = d.corpus_id "
+                            " AND s.document_id = d.document_id AND s.ordinal = c.sentence_ordinal "
                             "ORDER BY c.rank", (vector, kb.id)).fetchall()
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1)) and 0 < len(rows) <= 5
     assert {r[1] for r in rows} <= {1, 2}
-    for _, _, start, end, sentence, body, _ in rows:
-        assert body[start:end] in body and sentence in body          # the sentence holding the triple
-        assert body.index(sentence) <= start < body.index(sentence) + len(sentence)
+    for _, _, start, end, sentence, body, s_start, s_end, s_text, subject, obj in rows:
+        assert s_text is not None, "sentence_ordinal names no stored sentence"
+        assert sentence == s_text == body[s_start:s_end]
+        assert s_start <= start < end <= s_end          # the triple's span lies in that sentence
+        span = body[start:end]
+        assert span.strip() and (obj in span or subject in span), (span, subject, obj)
 
 
 def test_parse_decision_and_refusals():
