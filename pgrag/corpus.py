@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from . import methods
 from .config import ChunkingSettings, Settings
 from .embed import Embedder, get_embedder
-from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
+from .exceptions import CorpusNotFound, EmbeddingMismatch, InputError, PgragError
 from .ingest import CorpusInfo, IngestReport, ingest
 from .queries import query
 from .results import Answer, Hit, Hits, Proposition, Provenance, SentenceSpan
@@ -155,6 +155,10 @@ class Corpus:
             raise PgragError("question must be a string")
         if k < 1:
             raise PgragError("k must be at least 1")
+        try:  # a lone surrogate can be neither embedded nor sent to PostgreSQL
+            question.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InputError(f"the question is not valid Unicode (lone surrogate at position {error.start})") from None
         # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
         fn = methods.get(method)
         unknown = [name for name in options if not methods.takes_option(method, name)]
