@@ -15,9 +15,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,10 +160,10 @@ import pgrag
 db = pgrag.connect(sys.argv[1])
 kb = db.corpus("crash")
 docs = json.load(open(sys.argv[2]))
-kb.embedder                                   # load the model before saying ready
-kb.ingest(docs[:1], progress=False, extract_triples="spacy")
+kb.ingest(docs[:1], progress=False)           # load the models before saying ready
 print("ready", flush=True)
-kb.ingest(docs, batch_size=1, progress=False, extract_triples="spacy")
+kb.ingest(docs, batch_size=1, progress=False)
+kb.extract_triples("spacy", batch_size=4, progress=False)
 print("done", flush=True)
 """
 
@@ -170,48 +172,85 @@ def many_docs() -> list[dict]:
     return [dict(doc(i, v), id=f"d{i}-{v}-{n}") for n in range(2) for i in range(5) for v in range(3)]
 
 
-def run_crash_script(database_uri: str, docs_file: Path, kill_after: float | None) -> str:
+def crash_progress(conn: psycopg.Connection) -> tuple[int, int]:
+    """(documents, chunks with triples extracted) of corpus 'crash', as committed."""
+    row = conn.execute(
+        """SELECT (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id),
+                  (SELECT count(*) FROM pgrag.chunk_extraction x WHERE x.corpus_id = c.corpus_id)
+           FROM pgrag.corpus c WHERE c.name = 'crash'""").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def run_crash_script(database_uri: str, docs_file: Path,
+                     kill_when: "Callable[[tuple[int, int], tuple[int, int]], bool] | None") -> str:
+    """Run the ingest in a child process. With ``kill_when(progress_at_ready,
+    progress_now)``, SIGKILL the child as soon as the committed progress satisfies
+    it; fail if the child finishes first. Returns "killed" or the child's output."""
     proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, database_uri, str(docs_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    assert line == "ready", proc.stderr.read() if proc.stderr else line
-    if kill_after is None:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        return out.strip()
-    time.sleep(kill_after)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    return "killed"
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == "ready", proc.stderr.read() if proc.stderr else line
+        if kill_when is None:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err
+            return out.strip()
+        with psycopg.connect(database_uri, autocommit=True) as conn:
+            at_ready = crash_progress(conn)
+            deadline = time.monotonic() + 300
+            while not kill_when(at_ready, crash_progress(conn)):
+                assert proc.poll() is None, "the ingest finished before the kill point"
+                assert time.monotonic() < deadline, "the kill point was never reached"
+                time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, proc.returncode
+        return "killed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def check_whole(db: pgrag.Database, docs: list[dict], name: str) -> tuple[list[dict], dict]:
+    """Every present document is fully indexed, the derived tables are exactly those
+    of a corpus holding just these documents, and every chunk recorded as extracted
+    has its triples. Returns the present documents and the corpus state."""
+    state = everything(db, db.corpus(name).id)
+    present_ids = {row[0] for row in state["documents"]}
+    present = [d for d in docs if d["id"] in present_ids]
+    assert all(indexed for *_, indexed in state["documents"])
+    fresh_name = f"{name}-fresh-{random.getrandbits(32):x}"
+    fresh = db.corpus(fresh_name)
+    fresh.ingest(present, progress=False)
+    expected = statistics(db, fresh.id)
+    assert {k: state[k] for k in expected} == expected
+    per_chunk: dict[tuple, int] = {}
+    for ext, ordinal, *_ in state["triples"]:
+        per_chunk[(ext, ordinal)] = per_chunk.get((ext, ordinal), 0) + 1
+    for ext, ordinal, _extractor, n, _failed in state["extracted"]:
+        assert per_chunk.get((ext, ordinal), 0) == n
+    db.drop_corpus(fresh_name)
+    return present, state
 
 
 def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, database_uri, tmp_path):
     docs = many_docs()
     docs_file = tmp_path / "docs.json"
     docs_file.write_text(json.dumps(docs))
-    rng = random.Random(9)
-    for kill_after in (rng.uniform(0.05, 0.6), rng.uniform(0.6, 2.0), rng.uniform(2.0, 4.0)):
-        assert run_crash_script(database_uri, docs_file, kill_after) == "killed"
-        kb = db.corpus("crash")
-        state = everything(db, kb.id)
-        present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
-        # Every document that exists is fully indexed, and the derived tables are
-        # exactly those of a corpus holding just these documents.
-        assert all(indexed for *_, indexed in state["documents"])
-        fresh_name = f"crash-fresh-{kill_after:.2f}"
-        fresh = db.corpus(fresh_name)
-        fresh.ingest(present, progress=False)
-        expected = statistics(db, fresh.id)
-        assert {k: state[k] for k in expected} == expected
-        # Extraction commits chunk batches: whatever is recorded as extracted has its triples.
-        per_chunk: dict[tuple, int] = {}
-        for ext, ordinal, *_ in state["triples"]:
-            per_chunk[(ext, ordinal)] = per_chunk.get((ext, ordinal), 0) + 1
-        for ext, ordinal, _extractor, n, _failed in state["extracted"]:
-            assert per_chunk.get((ext, ordinal), 0) == n
-        db.drop_corpus(fresh_name)
+    total = len(docs)
+    # Kill points from committed progress: early and late in the document batches,
+    # then after the first triple-extraction batch of the third run.
+    for threshold in (4, 16):
+        assert run_crash_script(database_uri, docs_file, lambda _ready, now, t=threshold: now[0] >= t) == "killed"
+        present, _ = check_whole(db, docs, "crash")
+        assert threshold <= len(present) < total, (threshold, len(present))   # the kill landed mid-ingest
+    assert run_crash_script(database_uri, docs_file, lambda ready, now: now[1] > ready[1]) == "killed"
+    present, state = check_whole(db, docs, "crash")
+    n_chunks = len(state["chunks"])
+    assert len(present) == total and 0 < len(state["extracted"]) < n_chunks  # mid-extraction
     assert run_crash_script(database_uri, docs_file, None) == "done"
     fresh = db.corpus("crash-fresh")
     fresh.ingest(docs, progress=False, extract_triples="spacy")
