@@ -260,9 +260,11 @@ def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, dat
 # -- concurrency ------------------------------------------------------------------
 
 def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, database_uri):
-    """An ingest, a deleter and two query loops, each on its own connections:
-    no errors or deadlocks, hits only from committed documents, and the final
-    corpus equals a rebuild of what is left."""
+    """An ingest, a deleter and three query loops, each on its own connections:
+    no errors or deadlocks; every hit is a document that was committed when the
+    query ran (present in a snapshot taken just before it or just after it), so
+    neither an uncommitted batch nor a document deleted before the query shows up;
+    and the final corpus equals a rebuild of what is left."""
     docs = many_docs()[:12]
     writer_db, deleter_db, reader_db = (pgrag.connect(database_uri) for _ in range(3))
     kb, deleter, reader = (d.corpus("busy") for d in (writer_db, deleter_db, reader_db))
@@ -270,6 +272,8 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     reader.embedder
     errors: list[BaseException] = []
     seen_ids: set[str] = set()
+    outside: list[tuple[str, str, set[str], set[str]]] = []   # (method, hit, before, after)
+    queries = [0]
     done = threading.Event()
 
     def guard(fn):
@@ -290,9 +294,20 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
 
     def query(method: str):
         def loop():
-            while not done.is_set():
-                for hit in reader.retrieve("Lothair married Teutberga in Lotharingia", method=method, k=5):
-                    seen_ids.add(hit.provenance.external_id)
+            with psycopg.connect(database_uri, autocommit=True) as snap:
+                def committed() -> set[str]:
+                    return {r[0] for r in snap.execute(
+                        "SELECT external_id FROM pgrag.document WHERE corpus_id = %s", (kb.id,))}
+
+                while not done.is_set():
+                    before = committed()
+                    hits = reader.retrieve("Lothair married Teutberga in Lotharingia", method=method, k=5)
+                    after = committed()
+                    queries[0] += 1
+                    for hit in hits:
+                        seen_ids.add(hit.provenance.external_id)
+                        if hit.provenance.external_id not in before | after:
+                            outside.append((method, hit.provenance.external_id, before, after))
         return loop
 
     workers = [threading.Thread(target=guard(f)) for f in (ingest, delete)]
@@ -306,7 +321,9 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     for t in readers:
         t.join(timeout=60)
     assert errors == []
-    assert seen_ids <= {d["id"] for d in docs}
+    assert outside == [], outside[:3]
+    # The check was not vacuous: queries ran while documents were being added.
+    assert queries[0] >= 6 and seen_ids - {d["id"] for d in docs[:2]}, (queries[0], seen_ids)
     for other in (writer_db, deleter_db, reader_db):
         other.close()
     # The deletes ran while the ingest was adding: each deleted id may have been
