@@ -20,12 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pgrag
 from pgrag.graph import load_graph, token_graph
 from tests.integration.test_ingest import counts, statistics
+
+# Real subprocesses, long ingests and hypothesis sequences: minutes, not seconds.
+pytestmark = pytest.mark.slow
 
 # Five documents, three versions each: shared names (Lothair, Ermengarde, Tours)
 # make edges, document frequencies and triples overlap across documents.
@@ -351,3 +355,74 @@ def test_the_graph_cache_is_never_stale_across_connections(db, database_uri):
     assert cached.terms == reloaded.terms and (cached.transition != reloaded.transition).nnz == 0
     hits = kb.retrieve("Lothair Lotharingia Teutberga", method="tigrag", k=3)
     assert "d0" not in {h.provenance.external_id for h in hits}
+
+
+# -- the server crashes -------------------------------------------------------------
+
+@pytest.fixture
+def private_server():
+    """An embedded server of this test's own (the session's must survive)."""
+    import shutil
+    import tempfile
+
+    from pgrag import server
+
+    root = Path(tempfile.mkdtemp(prefix="pgrag-crash-"))
+    data_dir = root / "pg"
+    uri = server.start(data_dir)
+    yield data_dir, uri
+    server.stop(data_dir)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_postmaster_killed_mid_ingest_then_restarted(private_server):
+    """kill -9 of the postmaster (not the client) during an ingest: the client
+    gets ConnectionFailed; after a restart (crash recovery) every document is
+    fully indexed or absent, the derived tables equal a rebuild of the present
+    documents, and re-running the ingest with the same client completes it."""
+    from pgrag import server
+
+    data_dir, uri = private_server
+    docs = many_docs()
+    db = pgrag.connect(uri)
+    kb = db.corpus("crash")
+    kb.ingest(docs[:1], progress=False)                    # models loaded, one document in
+    failure: list[BaseException] = []
+
+    def ingest():
+        try:
+            kb.ingest(docs, batch_size=1, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            failure.append(exc)
+
+    worker = threading.Thread(target=ingest)
+    with psycopg.connect(uri, autocommit=True) as conn:
+        worker.start()
+        deadline = time.monotonic() + 300
+        while crash_progress(conn)[0] < 6:
+            assert worker.is_alive(), "the ingest finished before the kill point"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        postmaster = server.status(data_dir).pid
+        assert postmaster is not None
+        os.kill(postmaster, signal.SIGKILL)
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], pgrag.ConnectionFailed), failure
+    assert not server.status(data_dir).running              # a zombie postmaster counts as stopped
+
+    assert server.start(data_dir) == uri                    # restarted: crash recovery from the WAL
+    state = everything(db, kb.id)                           # the same client reconnects
+    present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
+    assert 6 <= len(present) < len(docs)
+    assert all(indexed for *_, indexed in state["documents"])
+    rebuilt = db.corpus("crash-present")
+    rebuilt.ingest(present, progress=False)
+    assert_same(state, everything(db, rebuilt.id))
+
+    report = kb.ingest(docs, batch_size=4, progress=False)  # the re-run completes the job
+    assert report.unchanged == len(present) and report.added == len(docs) - len(present)
+    full = db.corpus("crash-full")
+    full.ingest(docs, progress=False)
+    assert_same(everything(db, kb.id), everything(db, full.id))
+    db.close()
