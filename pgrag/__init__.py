@@ -20,6 +20,7 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     PgragError,
+    QueryCanceled,
     SchemaOutdated,
     ServerError,
     UnknownMethod,
@@ -30,8 +31,8 @@ from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
     "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
-    "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
+    "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch", "ExtensionMissing",
+    "InputError", "QueryCanceled", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
 

@@ -53,6 +53,8 @@ def translate(error: psycopg.Error) -> exc.PgragError:
         return exc.CorpusNotFound(message.removeprefix("pgrag: "))
     if state == "PR002":
         return exc.EmbeddingMismatch(message.removeprefix("pgrag: "))
+    if state in ("57014", "55P03"):  # query_canceled (timeout, pg_cancel_backend), lock_not_available
+        return exc.QueryCanceled(message)
     if isinstance(error, psycopg.OperationalError):
         return exc.ConnectionFailed(message)
     return exc.PgragError(message)
