@@ -253,18 +253,24 @@ def test_export_trajectories(database_uri, db, kb, tmp_path):
 
 def test_real_local_llm_runs_the_loop(db, wiki_docs, local_llm_url):
     """SmolLM2-135M drives integration and the cascade for real: replies may be
-    garbage, the loop must still run end to end and account for its tokens."""
+    garbage, the loop must still run end to end and account for its tokens
+    exactly as the server reported them."""
     from pgrag.local_llm import MODEL_ALIAS
+    from tests.fake_llm import RecordingProxy
 
     kb = db.corpus("ci-real")
     kb.ingest(wiki_docs, progress=False)      # triples extracted on the fly (spaCy)
-    llm = kb.llm(LLMSettings(base_url=local_llm_url, model=MODEL_ALIAS, timeout=120))
-    hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=llm, documents=2, candidates=4, rounds=2, max_tokens=48)
+    with RecordingProxy(local_llm_url) as proxy:
+        llm = kb.llm(LLMSettings(base_url=proxy.base_url, model=MODEL_ALIAS, timeout=120))
+        hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=llm, documents=2, candidates=4, rounds=2,
+                           max_tokens=48)
     trace = hits.trace
     assert trace.outcome["finish"] in {"natural", "cap", "repeat", "malformed", "no_candidates"}
     assert trace.outcome["granularity"] in cirag.GRANULARITIES
     assert isinstance(hits.answer, str)
     integrations = [s for s in trace.steps if s["step"] in ("integrate", "stop")]
     assert integrations and 1 <= len([s for s in trace.steps if s["step"] == "construct"]) <= 2
-    assert trace.llm_calls >= 2 and trace.prompt_tokens > 100 and trace.completion_tokens > 0
+    assert trace.llm_calls == len(proxy.exchanges) >= 2
+    assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage() and trace.prompt_tokens > 100
+    assert sum(is_integration(request) for request, _ in proxy.exchanges) >= 1
     assert 1 <= len(hits) <= 3
