@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PLPY   := $(VENV)/.plpython
 
-.PHONY: demo test install bench llm-server clean
+.PHONY: demo test test-fast install bench llm-server clean
 
 install: $(STAMP) $(PLPY)
 
@@ -30,6 +30,11 @@ demo: install
 
 test: install
 	$(BIN)/pytest
+
+# The development loop: no test marked slow (the real local LLM, subprocess
+# crashes, upgrades, the 2Wiki corpus, mypy, long hypothesis runs).
+test-fast: install
+	$(BIN)/pytest -m "not slow"
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run

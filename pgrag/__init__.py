@@ -21,6 +21,7 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     PgragError,
+    QueryCanceled,
     RuntimeMissing,
     SchemaOutdated,
     ServerError,
@@ -31,9 +32,10 @@ from .ingest import IngestReport
 from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
-    "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
-    "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "RuntimeMissing", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
+    "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
+    "IngestReport", "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
+    "ExtensionMissing", "InputError", "QueryCanceled", "RuntimeMissing", "SchemaOutdated", "ServerError",
+    "UnknownMethod", "UnsupportedServer",
 ]
 
 

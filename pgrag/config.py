@@ -60,5 +60,19 @@ class Settings:
             data_dir=default_data_dir(),
             embedding_model=env.get("PGRAG_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             spacy_model=env.get("PGRAG_SPACY_MODEL") or DEFAULT_SPACY_MODEL,
-            batch_size=int(env.get("PGRAG_BATCH_SIZE") or 64),
+            batch_size=_positive_int("PGRAG_BATCH_SIZE", env.get("PGRAG_BATCH_SIZE"), 64),
         )
+
+
+def _positive_int(name: str, raw: str | None, default: int) -> int:
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from .exceptions import ConfigError
+
+        raise ConfigError(f"{name} must be a positive integer, not {raw!r}")
+    return value

@@ -52,6 +52,8 @@ def translate(error: psycopg.Error) -> exc.PgragError:
     known = exc.by_sqlstate(state)
     if known is not None:
         return known(message.removeprefix("pgrag: "))
+    if state in ("57014", "55P03"):  # query_canceled (timeout, pg_cancel_backend), lock_not_available
+        return exc.QueryCanceled(message)
     if isinstance(error, psycopg.OperationalError):
         return exc.ConnectionFailed(message)
     return exc.PgragError(message)

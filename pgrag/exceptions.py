@@ -25,6 +25,10 @@ class ConnectionFailed(PgragError):
     """Could not connect to PostgreSQL."""
 
 
+class QueryCanceled(PgragError):
+    """PostgreSQL cancelled the statement (a timeout or pg_cancel_backend); nothing of its transaction was kept."""
+
+
 class ServerError(PgragError):
     """The embedded PostgreSQL server could not be started or stopped."""
 

@@ -115,6 +115,10 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
         raise InputError("question must be a string")
     if not question.strip():
         raise InputError("question is empty")
+    try:  # a lone surrogate can be neither embedded nor sent to PostgreSQL
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"the question is not valid Unicode (lone surrogate at position {error.start})") from None
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError("k must be an integer of at least 1")
     spec = get(name)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import pgrag
-from pgrag import methods
+from pgrag import methods, server
 from pgrag.cli import main
+from pgrag.resources import resource_dir
 
 
 def run(*args: str) -> "object":
@@ -82,8 +86,18 @@ def test_server_status_prints_the_uri_on_its_own_line(pg_data_dir, pg_uri):
     assert "psql:" in result.output
 
 
-def test_server_start_stop():
-    data_dir = Path(tempfile.mkdtemp(prefix="pgrag-cli-")) / "pg"
+@pytest.fixture
+def cli_data_dir():
+    """A data directory of the test's own; its server is stopped at teardown, even
+    when an assertion failed with it running."""
+    root = Path(tempfile.mkdtemp(prefix="pgrag-cli-"))
+    yield root / "pg"
+    server.stop(root / "pg")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_server_start_stop(cli_data_dir):
+    data_dir = cli_data_dir
     result = run("server", "start", "--data-dir", str(data_dir))
     assert result.exit_code == 0, result.output
     uri = result.output.strip().splitlines()[-1]
@@ -92,7 +106,41 @@ def test_server_start_stop():
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
     status = run("server", "status", "--data-dir", str(data_dir))
     assert status.exit_code == 3 and "running: no" in status.output
-    shutil.rmtree(data_dir.parent, ignore_errors=True)
+    assert "not running" in run("server", "stop", "--data-dir", str(data_dir)).output
+
+
+def test_connect_without_a_dsn_uses_the_embedded_server_in_pgrag_data_dir(cli_data_dir, monkeypatch, wiki_docs):
+    monkeypatch.setenv("PGRAG_DATA_DIR", str(cli_data_dir))
+    db = pgrag.connect()
+    try:
+        assert db.embedded and server.status(cli_data_dir).running
+        assert db.dsn == server.status(cli_data_dir).uri
+        kb = db.corpus("embedded")
+        kb.ingest(wiki_docs[:2], progress=False)
+        assert kb.retrieve("Lothair", method="bm25", k=1)[0].provenance.external_id == "lothair"
+    finally:
+        db.close()
+    # a second connect reuses the running server and finds the corpus
+    again = pgrag.connect()
+    assert [c["name"] for c in again.corpora()] == ["embedded"]
+    again.close()
+
+
+def test_server_psql_runs_psql_on_the_embedded_server(pg_data_dir, pg_uri):
+    """`pgrag server psql` execs psql, so it runs in a process of its own."""
+    result = subprocess.run([sys.executable, "-m", "pgrag", "server", "psql", "--data-dir", str(pg_data_dir),
+                             "-At", "-c", "SELECT 6 * 7, current_database()"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "42|postgres"
+
+
+def test_db_migrations_path_prints_the_alembic_folder():
+    result = run("db", "migrations-path")
+    assert result.exit_code == 0
+    path = Path(result.output.strip())
+    assert (path / "env.py").is_file() and (path / "versions" / "0001_core_schema.py").is_file()
+    assert path == resource_dir("migrations")
 
 
 def test_db_upgrade_and_help(empty_uri):

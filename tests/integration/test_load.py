@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pgrag.cli import main
+
+# A timed multi-client run after an ingest.
+pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
 QUESTIONS = ["Who is the mother of Lothair II?", "Where was the performer of Changed It born?",
