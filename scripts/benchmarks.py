@@ -33,7 +33,12 @@ COMMANDS = {
                 f"--methods {METHODS},tigrag-paper --out docs/benchmarks/queries.json"),
     "graph": (f"pgrag bench graph --corpus-file {BENCH}/corpus.json --questions {BENCH}/questions.jsonl "
               f"--out docs/benchmarks/graph.json"),
+    # the bundled sample: every method asked through kb.retrieve and through SQL's pgrag.retrieve
+    "sql": ("pgrag bench queries --corpus-file pgrag/data/sample_corpus.json --questions "
+            "pgrag/data/sample_questions.jsonl --methods dense,bm25,hybrid,tigrag,threadrag,cirag --via both "
+            "--warmup 1 -k 5 --out docs/benchmarks/sql_vs_python.json"),
 }
+COSTS = "python scripts/inserver_costs.py --out docs/benchmarks/inserver_costs.json"
 GRID = "python scripts/tune_tigrag.py NAME=V1,V2,... --out docs/benchmarks/tigrag_grid.jsonl"
 
 # Measured independently (../shared/bench/README.md): whole passages, MiniLM-L6.
@@ -118,6 +123,32 @@ def render() -> str:
                 parts = ", ".join(f"{stage} {ms:.1f} ms ({ms / total:.0%})" for stage, ms in stages.items())
                 out.append(f"Where `{name}` spends its time (mean per query): {parts}.")
                 out.append("")
+    sql, costs = load("sql_vs_python"), load("inserver_costs")
+    if sql:
+        out += ["## SQL vs Python (`pgrag bench queries --via both`)", "", "```", COMMANDS["sql"], "```", "",
+                "The same methods asked two ways in one run: `kb.retrieve` in the client process, and "
+                "`pgrag.retrieve` from a plain psycopg connection, which runs the same method code inside "
+                f"the server (PL/Python over SPI). The bundled sample ({sql['documents']} passages, "
+                f"{sql['questions']} questions, k = {sql['k']}); measured while other test and benchmark "
+                "processes shared the 2 cores (load average 10-14), so read the agreement and the ratios, "
+                "not the milliseconds.", "",
+                "| method | same chunks, SQL vs Python | p50 ms Python | p50 ms SQL | p50 SQL / Python |",
+                "|---|---|---|---|---|"]
+        for name, same in sql["same_chunks"].items():
+            py, q = sql["methods"][name], sql["methods"][f"{name}@sql"]
+            out.append(f"| {name} | {same} | {py['latency_ms_p50']:.1f} | {q['latency_ms_p50']:.1f} | "
+                       f"{sql['sql_p50_to_python'][name]:.2f} |")
+        out += ["", "tests/integration/test_inserver.py checks the same chunk ids and scores (within 1e-6) for "
+                "every registered method, presets and ablations included.", ""]
+    if costs:
+        out += ["What one backend pays once for the in-server runtime (`" + COSTS + "`, same loaded machine): "
+                f"importing pgrag {costs['first_bm25_ms (import pgrag)'] / 1000:.1f} s (RSS "
+                f"{costs['rss_mb_fresh_backend']:.0f} → {costs['rss_mb_after_import']:.0f} MB), loading the "
+                f"embedding model {costs['first_dense_ms (model load)'] / 1000:.1f} s (→ "
+                f"{costs['rss_mb_after_model']:.0f} MB), loading the token graph "
+                f"{costs['first_tigrag_ms (graph load)'] / 1000:.1f} s (→ {costs['rss_mb_after_graph']:.0f} MB); "
+                f"{costs['rss_mb_after_every_method']:.0f} MB after every method ran. A pool that keeps its "
+                "backends pays this once per backend.", ""]
     if graph:
         out += ["## Token graph and PPR (`pgrag bench graph`)", "", "```", COMMANDS["graph"], "```", "",
                 f"The 2Wiki token graph has {graph['nodes']:,} tokens and {graph['edges']:,} edges; building "

@@ -40,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dsn", default=None)
     parser.add_argument("--corpus-file", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     db = pgrag.connect(args.dsn)
     kb, _ = prepare_corpus(db, args.corpus_file, progress=False)
@@ -57,6 +58,8 @@ def main() -> None:
                             for m in ("bm25", "dense", "hybrid", "tigrag", "threadrag", "cirag")}
         out["rss_mb_after_every_method"] = round(rss_mb(pid), 1)
     print(json.dumps(out, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
     db.close()
 
 

@@ -153,3 +153,25 @@ def test_a_retrieval_only_method_is_refused(conn):
     with pytest.raises(psycopg.Error) as caught:
         ask(conn, method="nope")
     assert caught.value.sqlstate == "PR004"
+
+
+@pytest.mark.slow
+def test_the_real_local_llm_answers_from_sql(uri, local_llm_url):
+    """SmolLM2 through pgrag.answer: the server's request/reply path, the tokens
+    the endpoint reported, and the cache hit on a repeat (not answer quality)."""
+    from pgrag.local_llm import MODEL_ALIAS
+
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', %s, false), "
+                  "set_config('pgrag.llm_timeout', '120', false)", (local_llm_url, MODEL_ALIAS))
+        before = c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0]
+        first = ask(c, "Who was the mother of Lothair II?", method="cirag", options={"rounds": 1})
+        answer, hits, trace, llm_calls, prompt_tokens, completion_tokens, finish = first
+        assert hits and llm_calls >= 1 and prompt_tokens > 20 and completion_tokens > 0, first[3:]
+        written = c.execute("SELECT count(*), sum(prompt_tokens), sum(completion_tokens) FROM pgrag.llm_cache"
+                            ).fetchone()
+        assert written[0] > before
+        assert finish in ("natural", "repeat", "cap", "malformed", "no_candidates", "llm_error")
+        again = ask(c, "Who was the mother of Lothair II?", method="cirag", options={"rounds": 1})
+        assert again[:2] == (answer, hits) and again[3:6] == first[3:6]   # same replies, from the cache
+        assert c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0] == written[0]
