@@ -15,7 +15,9 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from . import distribute as citus
 from . import exceptions as exc
+from . import sqlscript
 from .config import Settings
 from .queries import query
 from .resources import resource_dir, sql_file
@@ -165,9 +167,16 @@ class Database:
             raw = sa_conn.connection.driver_connection
             assert isinstance(raw, psycopg.Connection)
             raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
+            # On Citus (after `pgrag db distribute`) the same migrations run, then
+            # tables they added are distributed like the others (pgrag.distribute).
+            distributed = citus.is_distributed(raw)
+            if distributed:
+                citus.prepare(raw)
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
-            raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
+            sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
+            if distributed:
+                citus.after_upgrade(raw)
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 

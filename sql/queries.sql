@@ -435,3 +435,35 @@ SELECT pgrag.disable_tenant_isolation();
 -- Access list: corpus name and role, for every corpus the caller can see.
 SELECT c.name, a.role_name FROM pgrag.corpus_acl a JOIN pgrag.corpus c USING (corpus_id)
 ORDER BY c.name, a.role_name;
+
+-- ---------------------------------------------------------------------------
+-- Citus (pgrag.distribute, sql/distribute.sql)
+-- ---------------------------------------------------------------------------
+
+-- name: citus_present
+-- Whether the citus extension is installed in this database.
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus');
+
+-- name: pgrag_distributed
+-- Whether pgrag.document is in Citus's metadata (run only where citus exists).
+SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('pgrag.document'));
+
+-- name: citus_sequential
+-- Shard DDL over one connection per node for the rest of the transaction.
+SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
+-- name: citus_ddl_propagation
+-- Turn Citus's DDL propagation off or on for the rest of the transaction.
+SELECT set_config('citus.enable_ddl_propagation', %(on)s, true);
+
+-- name: distribute
+-- Reference and distributed tables (idempotent); the layout of every pgrag table.
+SELECT * FROM pgrag.distribute(%(shard_count)s);
+
+-- name: distribution
+-- How each pgrag table is laid out on Citus.
+SELECT * FROM pgrag.distribution();
+
+-- name: corpus_placement
+-- The shard of each distributed table holding a corpus, and its worker.
+SELECT * FROM pgrag.corpus_placement(%(corpus)s);
