@@ -253,40 +253,47 @@ AS $$
 $$;
 
 -- Okapi BM25 over chunk postings. IDF is ln(1 + (N - df + 0.5) / (df + 0.5)) so it
--- never goes negative; query terms count once each.
+-- never goes negative; query terms count once each. PL/pgSQL so that the corpus
+-- id is a value, not a subquery, in every statement: on Citus that routes the
+-- statement to the one worker holding the corpus (docs/SCALING.md).
 CREATE OR REPLACE FUNCTION pgrag.bm25(corpus text, query text, k integer DEFAULT 10,
                                       k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.75)
 RETURNS SETOF pgrag.hit
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
-    stats AS (
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+    ids bigint[];
+    scores float8[];
+BEGIN
+    WITH stats AS (
         SELECT count(*)::float8 AS n, coalesce(avg(c.n_tokens), 0)::float8 AS avgdl
-        FROM pgrag.chunk c WHERE c.corpus_id = (SELECT id FROM cid)
+        FROM pgrag.chunk c WHERE c.corpus_id = cid
     ),
     qt AS (
         SELECT t.token_id, t.df
         FROM pgrag.token t
-        WHERE t.corpus_id = (SELECT id FROM cid)
-          AND t.term = ANY (pgrag.tokenize(query))
+        WHERE t.corpus_id = cid
+          AND t.term = ANY (pgrag.tokenize(bm25.query))
     ),
     scored AS (
         SELECT ct.chunk_id,
                sum(ln(1 + (s.n - qt.df::float8 + 0.5) / (qt.df::float8 + 0.5))
-                   * ct.tf * (k1 + 1)
-                   / (ct.tf + k1 * (1 - b + b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
+                   * ct.tf * (bm25.k1 + 1)
+                   / (ct.tf + bm25.k1 * (1 - bm25.b + bm25.b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
         FROM qt
-        JOIN pgrag.chunk_token ct ON ct.corpus_id = (SELECT id FROM cid) AND ct.token_id = qt.token_id
+        JOIN pgrag.chunk_token ct ON ct.corpus_id = cid AND ct.token_id = qt.token_id
         JOIN pgrag.chunk c ON c.corpus_id = ct.corpus_id AND c.chunk_id = ct.chunk_id
         CROSS JOIN stats s
         GROUP BY ct.chunk_id
         ORDER BY score DESC, ct.chunk_id
-        LIMIT greatest(k, 0)
+        LIMIT greatest(bm25.k, 0)
     )
-    SELECT h.* FROM (SELECT array_agg(chunk_id ORDER BY score DESC, chunk_id) AS ids,
-                            array_agg(score ORDER BY score DESC, chunk_id) AS scores FROM scored) a
-    CROSS JOIN LATERAL pgrag.hits((SELECT id FROM cid), a.ids, a.scores) h
+    SELECT array_agg(x.chunk_id ORDER BY x.score DESC, x.chunk_id), array_agg(x.score ORDER BY x.score DESC, x.chunk_id)
+    INTO ids, scores FROM scored x;
+    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+END
 $$;
 
 -- Cosine similarity (1 - cosine distance) through the corpus's HNSW index.
@@ -356,17 +363,24 @@ AS $$
 $$;
 
 -- Sentences of a chunk with their offsets (provenance below chunk level).
+-- PL/pgSQL so that the corpus id is a value (Citus routes it to one worker).
 CREATE OR REPLACE FUNCTION pgrag.chunk_sentences(corpus text, p_chunk bigint)
 RETURNS TABLE (ordinal integer, char_start integer, char_end integer, text text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+BEGIN
+    RETURN QUERY
     SELECT s.ordinal, s.char_start, s.char_end, s.text
     FROM pgrag.chunk c
     JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id
          AND s.ordinal BETWEEN c.first_sentence AND c.last_sentence
-    WHERE c.corpus_id = pgrag.corpus_id(corpus) AND c.chunk_id = p_chunk
-    ORDER BY s.ordinal
+    WHERE c.corpus_id = cid AND c.chunk_id = p_chunk
+    ORDER BY s.ordinal;
+END
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -724,6 +738,46 @@ $$;
 -- source sentence (pgrag.sentence holding the triple's start; its text, or the
 -- triple's own span of the body when no stored sentence holds it). `extractor`
 -- NULL takes the triples of every extractor.
+CREATE OR REPLACE FUNCTION pgrag.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[],
+                                                  candidates integer DEFAULT 30, extractor text DEFAULT NULL)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
+               proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
+               external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer,
+               sentence text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    WITH docs AS (
+        SELECT u.document_id, u.pos::integer AS document_rank
+        FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
+    ),
+    scored AS (
+        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
+               k.document_id, docs.document_rank
+        FROM docs
+        JOIN pgrag.chunk k ON k.corpus_id = p_corpus AND k.document_id = docs.document_id
+        JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
+        WHERE cirag_triples_in.extractor IS NULL OR t.extractor = cirag_triples_in.extractor
+        ORDER BY score DESC, t.triple_id
+        LIMIT greatest(candidates, 0)
+    )
+    SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,
+           t.subject, t.predicate, t.object, t.proposition, t.extractor, s.chunk_id, s.document_id,
+           s.document_rank, d.external_id, d.title, se.ordinal, t.char_start, t.char_end,
+           coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
+    FROM scored s
+    JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.triple_id = s.triple_id
+    JOIN pgrag.document d ON d.corpus_id = t.corpus_id AND d.document_id = s.document_id
+    LEFT JOIN LATERAL (
+        SELECT x.ordinal, x.text FROM pgrag.sentence x
+        WHERE x.corpus_id = t.corpus_id AND x.document_id = s.document_id
+          AND x.char_start <= t.char_start AND t.char_start < x.char_end
+        ORDER BY x.ordinal LIMIT 1) se ON true
+    ORDER BY s.score DESC, s.triple_id
+$$;
+
+-- By name (the SQL API); the corpus id is resolved first and passed as a value,
+-- so that on Citus every statement routes to the one worker holding the corpus.
 CREATE OR REPLACE FUNCTION pgrag.cirag_triples(corpus text, query_embedding vector, document_ids bigint[],
                                                candidates integer DEFAULT 30, extractor text DEFAULT NULL)
 RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
@@ -733,34 +787,7 @@ RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predi
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
-    docs AS (
-        SELECT u.document_id, u.pos::integer AS document_rank
-        FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
-    ),
-    scored AS (
-        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
-               k.document_id, docs.document_rank
-        FROM docs
-        JOIN pgrag.chunk k ON k.corpus_id = (SELECT id FROM cid) AND k.document_id = docs.document_id
-        JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
-        WHERE cirag_triples.extractor IS NULL OR t.extractor = cirag_triples.extractor
-        ORDER BY score DESC, t.triple_id
-        LIMIT greatest(candidates, 0)
-    )
-    SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,
-           t.subject, t.predicate, t.object, t.proposition, t.extractor, s.chunk_id, s.document_id,
-           s.document_rank, d.external_id, d.title, se.ordinal, t.char_start, t.char_end,
-           coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
-    FROM scored s
-    JOIN pgrag.triple t ON t.corpus_id = (SELECT id FROM cid) AND t.triple_id = s.triple_id
-    JOIN pgrag.document d ON d.corpus_id = t.corpus_id AND d.document_id = s.document_id
-    LEFT JOIN LATERAL (
-        SELECT x.ordinal, x.text FROM pgrag.sentence x
-        WHERE x.corpus_id = t.corpus_id AND x.document_id = s.document_id
-          AND x.char_start <= t.char_start AND t.char_start < x.char_end
-        ORDER BY x.ordinal LIMIT 1) se ON true
-    ORDER BY s.score DESC, s.triple_id
+    SELECT * FROM pgrag.cirag_triples_in(pgrag.corpus_id(corpus), query_embedding, document_ids, candidates, extractor)
 $$;
 
 -- Construction in one call, for SQL callers: the triples of the top-K documents
