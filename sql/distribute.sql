@@ -122,13 +122,14 @@ RETURNS TABLE (table_name text, shard_id bigint, node_name text, node_port integ
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgrag, pg_temp
 AS $$
-    SELECT p.logicalrelid::regclass::text, s.shardid, n.nodename::text, n.nodeport
+    SELECT r.relname::text, s.shardid, n.nodename::text, n.nodeport
     FROM pg_dist_partition p
+    JOIN pg_class r ON r.oid = p.logicalrelid AND r.relnamespace = 'pgrag'::regnamespace
     CROSS JOIN LATERAL (SELECT get_shard_id_for_distribution_column(
                             p.logicalrelid, (SELECT c.corpus_id FROM pgrag.corpus c WHERE c.name = corpus))
                         AS shardid) s
     JOIN pg_dist_placement pl ON pl.shardid = s.shardid
     JOIN pg_dist_node n ON n.groupid = pl.groupid
-    WHERE p.logicalrelid::regclass::text LIKE 'pgrag.%' AND p.partmethod = 'h'
+    WHERE p.partmethod = 'h'
     ORDER BY 1
 $$;

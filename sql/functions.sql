@@ -156,18 +156,25 @@ SET search_path FROM CURRENT
 AS $$
 DECLARE
     chunks bigint[];
+    ea bigint[];
+    eb bigint[];
+    ew bigint[];
 BEGIN
     SELECT coalesce(array_agg(c.chunk_id), '{}') INTO chunks
     FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
 
     IF cardinality(chunks) > 0 THEN
+        -- The chunks' edge counts first, as values: a function that reads tables,
+        -- joined in a DELETE, would be pushed into the shard by Citus.
+        SELECT array_agg(x.token_a), array_agg(x.token_b), array_agg(x.weight) INTO ea, eb, ew
+        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x;
         -- Delete the edges that drop to zero first, then subtract from the rest.
         DELETE FROM pgrag.token_edge e
-        USING pgrag.chunk_edge_counts(p_corpus, chunks) x
+        USING unnest(ea, eb, ew) AS x(token_a, token_b, weight)
         WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
           AND e.weight <= x.weight;
         UPDATE pgrag.token_edge e SET weight = e.weight - x.weight
-        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x
+        FROM unnest(ea, eb, ew) AS x(token_a, token_b, weight)
         WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b;
 
         UPDATE pgrag.token t SET df = t.df - p.n
@@ -571,6 +578,8 @@ DECLARE
     query_tokens bigint[];
     tokens bigint[];
     weights float8[];
+    ppr_terms text[];
+    ppr_scores float8[];
     ids bigint[];
     scores float8[];
 BEGIN
@@ -585,10 +594,14 @@ BEGIN
     IF seeds IS NULL THEN
         RETURN;
     END IF;
-    WITH p AS (SELECT * FROM pgrag.ppr(corpus, seeds, damping, gamma, tolerance))
-    SELECT array_agg(t.token_id), array_agg(p.score / (SELECT sum(score) FROM p))
+    -- PPR first, into arrays: joined with pgrag.token in one statement, Citus
+    -- would push the (table-reading) function into the shard query.
+    SELECT array_agg(p.term), array_agg(p.score) INTO ppr_terms, ppr_scores
+    FROM pgrag.ppr(corpus, seeds, damping, gamma, tolerance) p;
+    SELECT array_agg(t.token_id), array_agg(p.score / (SELECT sum(x) FROM unnest(ppr_scores) x))
     INTO tokens, weights
-    FROM p JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
+    FROM unnest(ppr_terms, ppr_scores) AS p(term, score)
+    JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
     WITH pool AS (
         SELECT * FROM pgrag.tigrag_pool(cid, tokens, weights, query_tokens, threshold, true, max_pool)
     ),
@@ -747,6 +760,9 @@ RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predi
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
+    -- Every table is filtered on the corpus value itself, which lets Citus plan
+    -- the statement as one task (with only join equalities it splits the lateral
+    -- sentence lookup over every shard).
     WITH docs AS (
         SELECT u.document_id, u.pos::integer AS document_rank
         FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
@@ -756,7 +772,7 @@ AS $$
                k.document_id, docs.document_rank
         FROM docs
         JOIN pgrag.chunk k ON k.corpus_id = p_corpus AND k.document_id = docs.document_id
-        JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
+        JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.chunk_id = k.chunk_id
         WHERE cirag_triples_in.extractor IS NULL OR t.extractor = cirag_triples_in.extractor
         ORDER BY score DESC, t.triple_id
         LIMIT greatest(candidates, 0)
@@ -767,10 +783,10 @@ AS $$
            coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
     FROM scored s
     JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.triple_id = s.triple_id
-    JOIN pgrag.document d ON d.corpus_id = t.corpus_id AND d.document_id = s.document_id
+    JOIN pgrag.document d ON d.corpus_id = p_corpus AND d.document_id = s.document_id
     LEFT JOIN LATERAL (
         SELECT x.ordinal, x.text FROM pgrag.sentence x
-        WHERE x.corpus_id = t.corpus_id AND x.document_id = s.document_id
+        WHERE x.corpus_id = p_corpus AND x.document_id = s.document_id
           AND x.char_start <= t.char_start AND t.char_start < x.char_end
         ORDER BY x.ordinal LIMIT 1) se ON true
     ORDER BY s.score DESC, s.triple_id
@@ -913,6 +929,31 @@ $$;
 -- policies are not FORCEd), so migrations and administration see everything.
 -- Re-run after migrations add tables (functions.sql does it on every upgrade).
 -- Returns the number of tables under a policy.
+--
+-- On Citus the same isolation takes another form, because Citus refuses the
+-- sublinks of the single-node policies (CREATE POLICY fails with "unexpected
+-- non-SELECT command in SubLink" when it propagates them to the shards): the
+-- policies call the two functions below instead, evaluated on the workers. The
+-- access list is a reference table, present on every node, and reading it from
+-- a shard query needs citus.allow_nested_distributed_execution, set on that one
+-- function only (safe: a reference table's placement is local everywhere).
+CREATE OR REPLACE FUNCTION pgrag.is_role_member(role_name text) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                   WHERE r.rolname = is_role_member.role_name AND pg_catalog.pg_has_role(r.oid, 'MEMBER'))
+$$;
+
+CREATE OR REPLACE FUNCTION pgrag.corpus_visible(p_corpus bigint) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+SET citus.allow_nested_distributed_execution = on
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pgrag.corpus_acl a
+                   WHERE a.corpus_id = p_corpus AND pgrag.is_role_member(a.role_name))
+$$;
+
 CREATE OR REPLACE FUNCTION pgrag.enable_tenant_isolation() RETURNS integer
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -920,19 +961,27 @@ AS $$
 DECLARE
     t name;
     n integer := 0;
-    child_rule text := 'corpus_id IN (SELECT c.corpus_id FROM pgrag.corpus c)';
+    citus boolean := EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus');
+    child_rule text := CASE WHEN citus THEN 'pgrag.corpus_visible(corpus_id)'
+                            ELSE 'corpus_id IN (SELECT c.corpus_id FROM pgrag.corpus c)' END;
 BEGIN
     ALTER TABLE pgrag.corpus_acl ENABLE ROW LEVEL SECURITY;
     DROP POLICY IF EXISTS pgrag_tenant ON pgrag.corpus_acl;
-    CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
-        USING (role_name IN (SELECT r.rolname FROM pg_catalog.pg_roles r
-                             WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER')))
-        WITH CHECK (false);
     ALTER TABLE pgrag.corpus ENABLE ROW LEVEL SECURITY;
     DROP POLICY IF EXISTS pgrag_tenant ON pgrag.corpus;
-    -- Reads the access list through its own policy: only the caller's rows.
-    CREATE POLICY pgrag_tenant ON pgrag.corpus
-        USING (corpus_id IN (SELECT a.corpus_id FROM pgrag.corpus_acl a));
+    IF citus THEN
+        CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
+            USING (pgrag.is_role_member(role_name)) WITH CHECK (false);
+        CREATE POLICY pgrag_tenant ON pgrag.corpus USING (pgrag.corpus_visible(corpus_id));
+    ELSE
+        CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
+            USING (role_name IN (SELECT r.rolname FROM pg_catalog.pg_roles r
+                                 WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER')))
+            WITH CHECK (false);
+        -- Reads the access list through its own policy: only the caller's rows.
+        CREATE POLICY pgrag_tenant ON pgrag.corpus
+            USING (corpus_id IN (SELECT a.corpus_id FROM pgrag.corpus_acl a));
+    END IF;
     FOR t IN
         SELECT c.table_name FROM information_schema.columns c
         WHERE c.table_schema = 'pgrag' AND c.column_name = 'corpus_id'
