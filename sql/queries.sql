@@ -40,15 +40,20 @@ INSERT INTO pgrag.graph_version (corpus_id, version) SELECT corpus_id, 0 FROM in
 ON CONFLICT DO NOTHING;
 
 -- name: list_corpora
--- Every corpus with its size.
+-- Every corpus with its size. Counts grouped by corpus, then joined: on Citus
+-- each count is one statement over every shard (administration, not retrieval),
+-- where correlated subqueries per corpus are refused.
 SELECT c.name, c.embedding_model, c.embedding_dim,
-       (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id) AS documents,
-       (SELECT count(*) FROM pgrag.chunk k WHERE k.corpus_id = c.corpus_id) AS chunks,
-       (SELECT count(*) FROM pgrag.token t WHERE t.corpus_id = c.corpus_id) AS tokens,
-       (SELECT count(*) FROM pgrag.token_edge e WHERE e.corpus_id = c.corpus_id) AS edges,
-       (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id
-          AND d.indexed_hash IS DISTINCT FROM d.content_hash) AS pending
-FROM pgrag.corpus c ORDER BY c.name;
+       coalesce(d.n, 0) AS documents, coalesce(k.n, 0) AS chunks, coalesce(t.n, 0) AS tokens,
+       coalesce(e.n, 0) AS edges, coalesce(d.pending, 0) AS pending
+FROM pgrag.corpus c
+LEFT JOIN (SELECT corpus_id, count(*) AS n,
+                  count(*) FILTER (WHERE indexed_hash IS DISTINCT FROM content_hash) AS pending
+           FROM pgrag.document GROUP BY corpus_id) d ON d.corpus_id = c.corpus_id
+LEFT JOIN (SELECT corpus_id, count(*) AS n FROM pgrag.chunk GROUP BY corpus_id) k ON k.corpus_id = c.corpus_id
+LEFT JOIN (SELECT corpus_id, count(*) AS n FROM pgrag.token GROUP BY corpus_id) t ON t.corpus_id = c.corpus_id
+LEFT JOIN (SELECT corpus_id, count(*) AS n FROM pgrag.token_edge GROUP BY corpus_id) e ON e.corpus_id = c.corpus_id
+ORDER BY c.name;
 
 -- name: drop_corpus
 -- Delete a corpus and everything in it.
@@ -367,16 +372,17 @@ GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
 -- name: threadrag_nodes
 -- Semantic nodes of documents with their embeddings, their name-like entities
 -- (stored at ingest, lower-cased, in text order) and their rare terms (df <= max_df), in narrative order.
+-- Every table is filtered on the corpus value (not only n.corpus_id) so Citus plans one task.
 SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n.text, n.embedding,
        ARRAY(SELECT lower(e.entity)
              FROM pgrag.chunk c
              JOIN pgrag.chunk_entity e ON e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id
-             WHERE c.corpus_id = n.corpus_id AND c.document_id = n.document_id
+             WHERE c.corpus_id = %(corpus_id)s AND c.document_id = n.document_id
                AND e.char_start >= n.char_start AND e.char_end <= n.char_end
                AND e.label = ANY (%(labels)s::text[])
              ORDER BY e.char_start, e.chunk_id) AS entities,
        ARRAY(SELECT DISTINCT t.term FROM pgrag.token t
-             WHERE t.corpus_id = n.corpus_id AND t.term = ANY (pgrag.tokenize(n.text))
+             WHERE t.corpus_id = %(corpus_id)s AND t.term = ANY (pgrag.tokenize(n.text))
                AND t.df <= %(max_df)s) AS terms
 FROM pgrag.semantic_node n
 JOIN pgrag.document d ON d.corpus_id = n.corpus_id AND d.document_id = n.document_id
@@ -536,3 +542,35 @@ SELECT nullif(current_setting('pgrag.llm_base_url', true), '') AS base_url,
        nullif(current_setting('pgrag.llm_timeout', true), '') AS timeout,
        (SELECT setting::float8 FROM pg_settings WHERE name = 'statement_timeout') AS statement_timeout_ms,
        extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS elapsed_ms;
+
+-- ---------------------------------------------------------------------------
+-- Citus (pgrag.distribute, sql/distribute.sql)
+-- ---------------------------------------------------------------------------
+
+-- name: citus_present
+-- Whether the citus extension is installed in this database.
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus');
+
+-- name: pgrag_distributed
+-- Whether pgrag.document is in Citus's metadata (run only where citus exists).
+SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('pgrag.document'));
+
+-- name: citus_sequential
+-- Shard DDL over one connection per node for the rest of the transaction.
+SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
+-- name: citus_ddl_propagation
+-- Turn Citus's DDL propagation off or on for the rest of the transaction.
+SELECT set_config('citus.enable_ddl_propagation', %(on)s, true);
+
+-- name: distribute
+-- Reference and distributed tables (idempotent); the layout of every pgrag table.
+SELECT * FROM pgrag.distribute(%(shard_count)s);
+
+-- name: distribution
+-- How each pgrag table is laid out on Citus.
+SELECT * FROM pgrag.distribution();
+
+-- name: corpus_placement
+-- The shard of each distributed table holding a corpus, and its worker.
+SELECT * FROM pgrag.corpus_placement(%(corpus)s);

@@ -1,0 +1,81 @@
+"""pgrag on Citus: distribute a migrated database (``pgrag db distribute``).
+
+Run once on the coordinator after ``pgrag db upgrade`` and after the workers are
+added (``citus_add_node``). The layout and its reasons are in sql/distribute.sql
+and docs/SCALING.md. ``Database.upgrade`` calls :func:`after_upgrade`, so that a
+distributed database stays distributed when later migrations add tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .queries import query
+from .resources import sql_file
+from . import sqlscript
+
+if TYPE_CHECKING:
+    from .db import Database
+
+
+def has_citus(conn: Any) -> bool:
+    return bool(conn.execute(query("citus_present")).fetchone()[0])
+
+
+def is_distributed(conn: Any) -> bool:
+    """Whether pgrag's tables are distributed (the citus extension exists and
+    pgrag.document is in its metadata)."""
+    return has_citus(conn) and bool(conn.execute(query("pgrag_distributed")).fetchone()[0])
+
+
+def prepare(conn: Any) -> None:
+    """Before migrating a distributed database, in the same transaction: shard
+    DDL over one connection per node (so that foreign keys and distributing new
+    tables may follow other DDL), and pgrag.distribute installed."""
+    conn.execute(query("citus_sequential"))
+    sqlscript.run(conn, sql_file("distribute.sql"))
+
+
+def create_table(conn: Any, statement: str) -> None:
+    """A migration's CREATE TABLE on a distributed database: created without DDL
+    propagation (Citus refuses a plain table with foreign keys to distributed
+    ones), then distributed at once like the others."""
+    conn.execute(query("citus_ddl_propagation"), {"on": "off"})
+    conn.execute(statement)
+    conn.execute(query("citus_ddl_propagation"), {"on": "on"})
+    conn.execute(query("distribute"), {"shard_count": None}).fetchall()
+
+
+def _install_and_run(conn: Any, shard_count: int | None) -> list[tuple[str, str, int | None, int]]:
+    sqlscript.run(conn, sql_file("distribute.sql"))
+    return [tuple(r) for r in conn.execute(query("distribute"), {"shard_count": shard_count}).fetchall()]
+
+
+def distribute(db: "Database", shard_count: int | None = None) -> list[tuple[str, str, int | None, int]]:
+    """Make pgrag.corpus and pgrag.corpus_acl reference tables and distribute
+    every other corpus-scoped table by corpus_id, co-located (idempotent).
+    Returns (table, kind, colocation id, shard count) for every pgrag table."""
+    from . import exceptions as exc
+
+    with db.transaction() as conn:
+        if not has_citus(conn):
+            raise exc.PgragError(
+                "the citus extension is not installed in this database: with shared_preload_libraries = 'citus' "
+                "on every node, run CREATE EXTENSION citus and citus_add_node for each worker first")
+        return _install_and_run(conn, shard_count)
+
+
+def after_upgrade(conn: Any) -> None:
+    """Inside ``Database.upgrade``'s transaction: distribute tables that new
+    migrations created, when the database is distributed."""
+    if is_distributed(conn):
+        _install_and_run(conn, None)
+
+
+def layout(db: "Database") -> list[tuple[str, str, int | None, int]]:
+    return [tuple(r) for r in db.fetchall("distribution")]
+
+
+def placement(db: "Database", corpus: str) -> list[tuple[str, int, str, int]]:
+    """(table, shard id, node, port) of a corpus's shard group."""
+    return [tuple(r) for r in db.fetchall("corpus_placement", {"corpus": corpus})]
