@@ -435,3 +435,7 @@ SELECT pgrag.disable_tenant_isolation();
 -- Access list: corpus name and role, for every corpus the caller can see.
 SELECT c.name, a.role_name FROM pgrag.corpus_acl a JOIN pgrag.corpus c USING (corpus_id)
 ORDER BY c.name, a.role_name;
+
+-- name: llm_cache_forget_model
+-- Drop the cached replies of one model (the oracle reader's replies of one run).
+DELETE FROM pgrag.llm_cache WHERE corpus_id = %(corpus_id)s AND model = %(model)s;
