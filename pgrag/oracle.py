@@ -410,19 +410,6 @@ class Oracle:
                     m = re.match(r"\s*(\d+)\.", candidates[n - len(history)])
                     if m and int(m.group(1)) not in core:
                         core.append(int(m.group(1)))
-        # Candidates about the known end of a missing hop are kept too: their
-        # sentences and passages (the cascade's later levels) may hold the value
-        # that their triple lost.
-        for t, (s, _r, o) in enumerate(plan.triples):
-            end = None if t in reading.supported else s if s in reading.known else o if o in reading.known else None
-            if end is None:
-                continue
-            about = [n for n, line in enumerate(candidates) if _mention(plan.entities[end], line)][:2]
-            for n in about:
-                m = re.match(r"\s*(\d+)\.", candidates[n])
-                if m and int(m.group(1)) not in core:
-                    core.append(int(m.group(1)))
-                    values.append(reading.surface[end])
         found = [(plan.triples[t], reading) for t in sorted(reading.supported)]
         facts = "; ".join(f"{reading.surface[s]} {r}: {reading.surface[o]}" for (s, r, o), _ in found)
         asked = {normalise(q) for q in re.findall(r"\(query: (.*?)\):", fields["history"])}
