@@ -25,7 +25,8 @@ Rounds exchange only triples, never a chain of thought: that is the method's
 token saving. Without an LLM the method is a retrieval baseline: the question's
 embedding against the proposition index with the unique-chunk budget (k).
 
-Hits are the source chunks of the evidence, in the order the rounds found them,
+Hits are the source chunks of the evidence, each round's and each query's in
+turn (the best chunk of every query of every round first, then the second...),
 topped up to k from the question's own proposition retrieval.
 """
 
@@ -352,12 +353,28 @@ def _provenance(p: Proposition) -> dict[str, Any]:
             "document": p.external_id, "title": p.title}
 
 
+def _in_turn(found: list[tuple[int, Proposition]]) -> list[tuple[int, Proposition]]:
+    """The evidence with each (round, query)'s distinct chunks taken in turn: every
+    query's best chunk, then every query's second, ... Each round's pool covers k
+    chunks, so in plain found order the chunks of round 2 (the second hop) always
+    ranked after round 1's k."""
+    groups: dict[tuple[int, int], list[tuple[int, Proposition]]] = {}
+    seen: set[tuple[int, int, int]] = set()
+    for round_no, p in found:   # in pool order: a chunk's first proposition is its best for the query
+        if (round_no, p.query, p.chunk_id) not in seen:
+            seen.add((round_no, p.query, p.chunk_id))
+            groups.setdefault((round_no, p.query), []).append((round_no, p))
+    lists = [groups[key] for key in sorted(groups)]
+    return [g[rank] for rank in range(max((len(g) for g in lists), default=0)) for g in lists if rank < len(g)]
+
+
 def _hits(corpus: "Corpus", found: list[tuple[int, Proposition]], k: int, trace: Trace,
           fill_query: str | None = None) -> list[Hit]:
-    """The source chunks of the evidence in the order found (a chunk keeps its first
-    round and best similarity), topped up to k from the question's propositions."""
+    """The source chunks of the evidence, each (round, query)'s taken in turn (a
+    chunk keeps its first round and best similarity), topped up to k from the
+    question's propositions."""
     best: dict[int, tuple[int, Proposition]] = {}
-    for round_no, p in found:
+    for round_no, p in _in_turn(found):
         if p.chunk_id not in best:
             best[p.chunk_id] = (round_no, p)
         elif p.score > best[p.chunk_id][1].score:
