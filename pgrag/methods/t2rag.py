@@ -14,8 +14,11 @@ object" and embedded (``pgrag.triple``, built by ``kb.extract_triples``). Online
 3. **Resolution.** The LLM fills placeholders from the evidence. Values only
    accumulate (a bound placeholder keeps its value); substituting them resolves
    searchable triples and promotes fuzzy ones. Triples searched once are not
-   searched again. A round with no new searchable triple while fuzzy ones remain
-   falls back to the question's own embedding.
+   searched again, except one searched in a shared pool that stays open: the
+   other queries' propositions may have taken the k chunks, so it joins the next
+   round's pool (never the same pool of queries twice).
+   A round with no new searchable triple while fuzzy ones remain falls back to
+   the question's own embedding.
 4. **Termination.** Natural when every triple is resolved; early when no new
    searchable triple appears and no fuzzy one is left; forced after N = 3 rounds.
 5. **Synthesis.** From the resolved triples alone (natural finish), or from the
@@ -160,6 +163,7 @@ class _State:
     evidence: list[Proposition] = dataclasses.field(default_factory=list)   # every round's, in order
     last_evidence: list[Proposition] = dataclasses.field(default_factory=list)
     fell_back: bool = False      # the question's own embedding was searched already
+    pools: set[frozenset[str]] = dataclasses.field(default_factory=set)   # query sets searched
 
     def current(self) -> list[QueryTriple]:
         return [t.filled(self.values) for t in self.triples]
@@ -227,6 +231,9 @@ def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", 
     for round_no in range(1, settings.max_rounds + 1):
         before = dataclasses.replace(llm.usage)
         searchable, fuzzy = state.new_searchable(), state.by_state("fuzzy")
+        if searchable and frozenset(t.query() for t in searchable) in state.pools:
+            state.searched.update(searchable)   # the same search again would find the same
+            searchable = state.new_searchable()
         if not searchable and not state.open_names():
             return "natural"
         if not searchable and (not fuzzy or state.fell_back):
@@ -235,8 +242,8 @@ def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", 
             return "early"
         queries = [t.query() for t in searchable] or [question]
         kind = "searchable" if searchable else "fallback"
-        state.searched.update(searchable)
         state.fell_back |= not searchable
+        state.pools.add(frozenset(queries))
         evidence = _search(corpus, queries, settings.unique_chunks, trace)
         state.last_evidence = evidence
         state.evidence += [p for p in evidence if p.triple_id not in {e.triple_id for e in state.evidence}]
@@ -244,10 +251,16 @@ def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", 
         new, error = _resolve(corpus, llm, question, settings, state, evidence, trace)
         promoted = [str(t) for t in fuzzy if t.filled(new).state != "fuzzy"]
         state.values.update({name: v for name, v in new.items() if name not in state.values})
+        # A triple searched in a shared pool that stays open is searched again in
+        # the next round's pool (the other queries' propositions may have taken
+        # all k chunks); never twice in the same pool of queries.
+        retry = [t for t in searchable if len(searchable) > 1 and t.filled(state.values).state == "searchable"]
+        state.searched.update(t for t in searchable if t not in retry)
         spent = llm.usage.since(before)
         trace.charge(spent)
         trace.step("round", round=round_no, kind=kind, queries=queries,
                    evidence=[_provenance(p) for p in evidence], new_values=new, promoted=promoted,
+                   retry=[str(t) for t in retry],
                    triples=state.snapshot(), error=error,
                    prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
     if not state.open_names():
