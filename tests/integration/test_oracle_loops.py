@@ -36,6 +36,7 @@ GOLD = [
          evidences=(("Aas Ka Panchhi", "publication date", "1961"), ("Phoolwari", "publication date", "1946"))),
 ]
 METHODS = ("t2rag", "cirag", "threadrag")
+FINISHED = {"t2rag": {"natural"}, "threadrag": {"sufficient"}, "cirag": {"natural", "repeat", "cap"}}
 
 
 def sample() -> list[dict]:
@@ -57,7 +58,9 @@ def test_two_hop_questions_reach_the_gold_answer_through_each_loop(db):
         for method in METHODS:
             hits, calls = run(kb, method, gold)
             answered = [c for c in calls if c["kind"] in ANSWER_KINDS and c["supported"] == [0, 1]]
-            if hits.answer != gold.answer or not answered:
+            # T2RAG resolved every placeholder, ThreadRAG found the evidence sufficient.
+            finish = hits.trace.outcome.get("finish")
+            if hits.answer != gold.answer or not answered or finish not in FINISHED[method]:
                 wrong[(method, gold.question)] = (hits.answer, dict(hits.trace.outcome), calls)
             # The answer needs both hops' evidence, which the loop retrieved.
             assert {c["kind"].split("_")[0] for c in calls} == {method}
