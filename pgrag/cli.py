@@ -473,35 +473,74 @@ def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list
 @click.option("--progress/--no-progress", default=True, help="Show progress bars.")
 @click.option("--extract", type=click.Choice(["spacy", "llm"]), default=None,
               help="Also build triples and propositions with this extractor (once; reused).")
+@click.option("--oracle", is_flag=True,
+              help="Answer the LLM prompts with the oracle reader (pgrag.oracle): an ideal reader of each "
+                   "prompt that knows the question's gold evidence (needs 'evidences' in the questions). "
+                   "The figures are an upper bound under ideal reasoning.")
+@click.option("--failures", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --oracle: write the loop methods' failed questions (trace, oracle calls, where the "
+                   "evidence was lost) as JSONL here (default: next to --out, *.failures.jsonl).")
 @llm_options
 @dsn_option
 def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
                  depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
-                 plot: Path | None, progress: bool, extract: str | None, llm_base_url: str | None,
-                 llm_model: str | None, dsn: str | None) -> None:
+                 plot: Path | None, progress: bool, extract: str | None, oracle: bool, failures: Path | None,
+                 llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
     """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
 
     The corpus is indexed once, under a name derived from the file's content, and
     reused by later runs. Example:
 
         pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid --out report.json --markdown report.md --plot report.png
+
+    With --oracle the answering methods (t2rag, cirag, threadrag) get the oracle
+    reader instead of an LLM:
+
+        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods t2rag,cirag,threadrag --oracle --out r.json
     """
+    import contextlib
+
     from . import evaluate
     from .report import markdown_report, plot_recall
 
+    if oracle and (llm_base_url or llm_model or extract == "llm"):
+        raise click.UsageError("--oracle is the LLM of the run: it does not combine with --llm, --llm-model "
+                               "or --extract llm")
+    if failures and not oracle:
+        raise click.UsageError("--failures needs --oracle")
     questions = evaluate.load_questions(questions_file)
     questions = questions[:limit] if limit else questions
     database = _connect(dsn)
     settings = _llm_settings(llm_base_url, llm_model)
-    llm = None
-    if extract == "llm" or settings.configured:  # replies are cached in the eval corpus
-        llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(settings)
-    if extract is None and method_registry.needs_triples(method_names):
-        extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
-    kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, llm=llm, progress=progress)
-    report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
-                               progress=progress)
-    data = report.to_json()
+    name = evaluate.corpus_name_for(corpus_file)
+    with contextlib.ExitStack() as stack:
+        server = None
+        llm = None
+        if oracle:
+            from . import oracle as oracle_mod
+
+            golds = {g.id: g for g in oracle_mod.load_gold(questions_file)}
+            server = stack.enter_context(oracle_mod.OracleServer([golds[q.id] for q in questions]))
+            llm = database.corpus(name).llm(server.settings())
+            stack.callback(server.forget, database, llm.corpus_id)
+        elif extract == "llm" or settings.configured:  # replies are cached in the eval corpus
+            llm = database.corpus(name).llm(settings)
+        if extract is None and method_registry.needs_triples(method_names):
+            extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
+        kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract,
+                                             llm=None if oracle else llm, progress=progress)
+        report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
+                                   progress=progress, traces=oracle, reader="oracle" if oracle else None)
+        data = report.to_json()
+        if server is not None:
+            records = oracle_mod.failures(data, server.oracle.log)
+            failures = failures or (out.with_suffix(".failures.jsonl") if out else None)
+            if failures:
+                with failures.open("w", encoding="utf-8") as f:
+                    for record in records:
+                        f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            if server.errors:
+                click.echo(f"oracle: {len(server.errors)} requests refused, e.g. {server.errors[0]}", err=True)
     text = markdown_report(data)
     click.echo(text)
     if out:

@@ -574,3 +574,7 @@ SELECT * FROM pgrag.distribution();
 -- name: corpus_placement
 -- The shard of each distributed table holding a corpus, and its worker.
 SELECT * FROM pgrag.corpus_placement(%(corpus)s);
+
+-- name: llm_cache_forget_model
+-- Drop the cached replies of one model (the oracle reader's replies of one run).
+DELETE FROM pgrag.llm_cache WHERE corpus_id = %(corpus_id)s AND model = %(model)s;

@@ -14,8 +14,11 @@ object" and embedded (``pgrag.triple``, built by ``kb.extract_triples``). Online
 3. **Resolution.** The LLM fills placeholders from the evidence. Values only
    accumulate (a bound placeholder keeps its value); substituting them resolves
    searchable triples and promotes fuzzy ones. Triples searched once are not
-   searched again. A round with no new searchable triple while fuzzy ones remain
-   falls back to the question's own embedding.
+   searched again, except one searched in a shared pool that stays open: the
+   other queries' propositions may have taken the k chunks, so it joins the next
+   round's pool (never the same pool of queries twice).
+   A round with no new searchable triple while fuzzy ones remain falls back to
+   the question's own embedding.
 4. **Termination.** Natural when every triple is resolved; early when no new
    searchable triple appears and no fuzzy one is left; forced after N = 3 rounds.
 5. **Synthesis.** From the resolved triples alone (natural finish), or from the
@@ -25,7 +28,8 @@ Rounds exchange only triples, never a chain of thought: that is the method's
 token saving. Without an LLM the method is a retrieval baseline: the question's
 embedding against the proposition index with the unique-chunk budget (k).
 
-Hits are the source chunks of the evidence, in the order the rounds found them,
+Hits are the source chunks of the evidence, each round's and each query's in
+turn (the best chunk of every query of every round first, then the second...),
 topped up to k from the question's own proposition retrieval.
 """
 
@@ -159,6 +163,7 @@ class _State:
     evidence: list[Proposition] = dataclasses.field(default_factory=list)   # every round's, in order
     last_evidence: list[Proposition] = dataclasses.field(default_factory=list)
     fell_back: bool = False      # the question's own embedding was searched already
+    pools: set[frozenset[str]] = dataclasses.field(default_factory=set)   # query sets searched
 
     def current(self) -> list[QueryTriple]:
         return [t.filled(self.values) for t in self.triples]
@@ -219,6 +224,9 @@ def _loop(ctx: "Context", question: str, settings: T2ragSettings, llm: "LLM", st
     for round_no in range(1, settings.max_rounds + 1):
         before = dataclasses.replace(llm.usage)
         searchable, fuzzy = state.new_searchable(), state.by_state("fuzzy")
+        if searchable and frozenset(t.query() for t in searchable) in state.pools:
+            state.searched.update(searchable)   # the same search again would find the same
+            searchable = state.new_searchable()
         if not searchable and not state.open_names():
             return "natural"
         if not searchable and (not fuzzy or state.fell_back):
@@ -227,8 +235,8 @@ def _loop(ctx: "Context", question: str, settings: T2ragSettings, llm: "LLM", st
             return "early"
         queries = [t.query() for t in searchable] or [question]
         kind = "searchable" if searchable else "fallback"
-        state.searched.update(searchable)
         state.fell_back |= not searchable
+        state.pools.add(frozenset(queries))
         evidence = _search(ctx, queries, settings.unique_chunks, trace)
         state.last_evidence = evidence
         state.evidence += [p for p in evidence if p.triple_id not in {e.triple_id for e in state.evidence}]
@@ -236,10 +244,16 @@ def _loop(ctx: "Context", question: str, settings: T2ragSettings, llm: "LLM", st
         new, error = _resolve(ctx, llm, question, settings, state, evidence, trace)
         promoted = [str(t) for t in fuzzy if t.filled(new).state != "fuzzy"]
         state.values.update({name: v for name, v in new.items() if name not in state.values})
+        # A triple searched in a shared pool that stays open is searched again in
+        # the next round's pool (the other queries' propositions may have taken
+        # all k chunks); never twice in the same pool of queries.
+        retry = [t for t in searchable if len(searchable) > 1 and t.filled(state.values).state == "searchable"]
+        state.searched.update(t for t in searchable if t not in retry)
         spent = llm.usage.since(before)
         trace.charge(spent)
         trace.step("round", round=round_no, kind=kind, queries=queries,
                    evidence=[_provenance(p) for p in evidence], new_values=new, promoted=promoted,
+                   retry=[str(t) for t in retry],
                    triples=state.snapshot(), error=error,
                    prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
     if not state.open_names():
@@ -344,12 +358,28 @@ def _provenance(p: Proposition) -> dict[str, Any]:
             "document": p.external_id, "title": p.title}
 
 
+def _in_turn(found: list[tuple[int, Proposition]]) -> list[tuple[int, Proposition]]:
+    """The evidence with each (round, query)'s distinct chunks taken in turn: every
+    query's best chunk, then every query's second, ... Each round's pool covers k
+    chunks, so in plain found order the chunks of round 2 (the second hop) always
+    ranked after round 1's k."""
+    groups: dict[tuple[int, int], list[tuple[int, Proposition]]] = {}
+    seen: set[tuple[int, int, int]] = set()
+    for round_no, p in found:   # in pool order: a chunk's first proposition is its best for the query
+        if (round_no, p.query, p.chunk_id) not in seen:
+            seen.add((round_no, p.query, p.chunk_id))
+            groups.setdefault((round_no, p.query), []).append((round_no, p))
+    lists = [groups[key] for key in sorted(groups)]
+    return [g[rank] for rank in range(max((len(g) for g in lists), default=0)) for g in lists if rank < len(g)]
+
+
 def _hits(ctx: "Context", found: list[tuple[int, Proposition]], k: int, trace: Trace,
           fill_query: str | None = None) -> list[Hit]:
-    """The source chunks of the evidence in the order found (a chunk keeps its first
-    round and best similarity), topped up to k from the question's propositions."""
+    """The source chunks of the evidence, each (round, query)'s taken in turn (a
+    chunk keeps its first round and best similarity), topped up to k from the
+    question's propositions."""
     best: dict[int, tuple[int, Proposition]] = {}
-    for round_no, p in found:
+    for round_no, p in _in_turn(found):
         if p.chunk_id not in best:
             best[p.chunk_id] = (round_no, p)
         elif p.score > best[p.chunk_id][1].score:
