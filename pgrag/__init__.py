@@ -13,6 +13,7 @@ from .config import Settings
 from .corpus import Corpus
 from .db import Database, open_database
 from .exceptions import (
+    AttachError,
     ConfigError,
     ConnectionFailed,
     CorpusNotFound,
@@ -30,7 +31,7 @@ from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
     "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
-    "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
+    "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
     "ExtensionMissing", "InputError", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 

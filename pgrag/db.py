@@ -53,6 +53,8 @@ def translate(error: psycopg.Error) -> exc.PgragError:
         return exc.CorpusNotFound(message.removeprefix("pgrag: "))
     if state == "PR002":
         return exc.EmbeddingMismatch(message.removeprefix("pgrag: "))
+    if state == "PR003":
+        return exc.AttachError(message.removeprefix("pgrag: "))
     if isinstance(error, psycopg.OperationalError):
         return exc.ConnectionFailed(message)
     return exc.PgragError(message)
@@ -139,6 +141,27 @@ class Database:
         with self.transaction() as conn:
             conn.execute(query("drop_corpus"), {"name": name})
 
+    # -- corpora that follow an application table (pgrag.follow) ------------
+
+    def attach(self, corpus: str, source: str, **options: Any) -> int:
+        """Make ``corpus`` follow table ``source`` (``"schema.table"``): see
+        ``pgrag.follow.attach``. Returns the number of rows enqueued."""
+        from . import follow
+
+        return follow.attach(self, corpus, source, **options)
+
+    def detach(self, corpus: str, *, drop_corpus: bool = False) -> None:
+        """Stop following (``pgrag.follow.detach``)."""
+        from . import follow
+
+        follow.detach(self, corpus, drop_corpus=drop_corpus)
+
+    def sync_status(self, corpus: str | None = None) -> list[Any]:
+        """Rows of ``pgrag.sync_status`` (``pgrag.follow.SyncStatus``)."""
+        from . import follow
+
+        return follow.sync_status(self, corpus)
+
     # -- schema ------------------------------------------------------------
 
     def check_server(self) -> None:
@@ -168,6 +191,7 @@ class Database:
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
             raw.execute(sql_file("functions.sql"))  # no parameters: % stays literal
+            raw.execute(sql_file("follow.sql"))
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 

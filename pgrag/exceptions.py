@@ -51,3 +51,7 @@ class UnknownMethod(PgragError):
 
 class SchemaOutdated(PgragError):
     """The database schema is behind this pgrag version; run `pgrag db upgrade` as the schema owner."""
+
+
+class AttachError(PgragError):
+    """A corpus cannot follow that table (pgrag.attach / pgrag.detach); nothing was changed."""

@@ -1,0 +1,26 @@
+"""Corpora that follow an application table: attachments and the sync queue
+
+Revision ID: 0005
+Revises: 0004
+"""
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+# Each revision runs exactly one plain-SQL file of the same name, without bind
+# parameters so that % and : in function bodies stay as written.
+SQL_FILE = Path(__file__).resolve().parent.parent / "sql" / "0005_follow.sql"
+
+
+def upgrade() -> None:
+    op.get_bind().connection.driver_connection.execute(SQL_FILE.read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pgrag migrations are forward-only")
