@@ -467,7 +467,7 @@ ORDER BY c.name;
 WITH picked AS (
     SELECT q.source_key FROM pgrag.follow_queue q
     WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NULL
-      AND (q.run_after IS NULL OR q.run_after <= now())
+      AND (q.run_after IS NULL OR q.run_after <= clock_timestamp())
       AND (%(keys)s::text[] IS NULL OR q.source_key = ANY (%(keys)s::text[]))
     ORDER BY q.item_id
     LIMIT %(limit)s
@@ -504,8 +504,8 @@ WITH gone AS (
 UPDATE pgrag.follow_queue q
 SET attempts = x.attempts,
     last_error = x.error,
-    run_after = now() + make_interval(secs => f.retry_seconds * power(2, x.attempts - 1)),
-    parked_at = CASE WHEN x.attempts >= f.max_attempts THEN now() END
+    run_after = clock_timestamp() + make_interval(secs => f.retry_seconds * power(2, x.attempts - 1)),
+    parked_at = CASE WHEN x.attempts >= f.max_attempts THEN clock_timestamp() END
 FROM unnest(%(item_ids)s::bigint[], %(attempts)s::integer[], %(errors)s::text[]) AS x(item_id, attempts, error),
      pgrag.follow f
 WHERE q.corpus_id = %(corpus_id)s AND q.item_id = x.item_id AND f.corpus_id = q.corpus_id
@@ -535,15 +535,15 @@ ORDER BY item_id;
 
 -- name: follow_next_due
 -- Seconds until the earliest item waiting out a retry delay becomes due (NULL if none).
-SELECT extract(epoch FROM min(run_after) - now())::float8
+SELECT extract(epoch FROM min(run_after) - clock_timestamp())::float8
 FROM pgrag.follow_queue
-WHERE corpus_id = ANY (%(corpus_ids)s::bigint[]) AND parked_at IS NULL AND run_after > now();
+WHERE corpus_id = ANY (%(corpus_ids)s::bigint[]) AND parked_at IS NULL AND run_after > clock_timestamp();
 
 -- name: follow_has_due
 -- Whether a corpus has an item a worker could take now.
 SELECT EXISTS (SELECT 1 FROM pgrag.follow_queue q
                WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NULL
-                 AND (q.run_after IS NULL OR q.run_after <= now()));
+                 AND (q.run_after IS NULL OR q.run_after <= clock_timestamp()));
 
 -- name: follow_wake
 -- Wake every listening worker.
