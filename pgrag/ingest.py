@@ -206,22 +206,29 @@ def write_prepared(conn: psycopg.Connection, corpus: CorpusInfo, prepared: list[
         for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
             "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
     }
-    work, new, reindex = [], [], []
+    work, new, reindex, same_content = [], [], [], []
     for p in prepared:
         h = content_hash(p.doc.title, p.doc.body)
         state = states.get(p.doc.external_id)
         if state is None:
             new.append(p)
         elif _is_current(state[1], state[2], h):
-            report.unchanged += 1  # indexed meanwhile by a concurrent ingest
+            report.unchanged += 1  # indexed meanwhile by a concurrent writer: only metadata may differ
+            same_content.append(p.doc)
             continue
         else:
             if state[1] != h:
                 conn.execute(query("update_document"), {
                     "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
                     "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
+            else:
+                same_content.append(p.doc)
             reindex.append(state[0])
         work.append(p)
+    if same_content:
+        conn.execute(query("update_metadata"), {
+            "corpus_id": cid, "ids": [d.external_id for d in same_content],
+            "metadata": [Jsonb(d.metadata) for d in same_content]})
     if not work:
         return
     if reindex:
