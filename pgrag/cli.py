@@ -500,6 +500,27 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
     _echo_json(result, out)
 
 
+@bench.command("follow")
+@click.option("--corpus-file", type=click.Path(exists=True, path_type=Path), required=True, help="JSON/JSONL corpus.")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents for the throughput comparison.")
+@click.option("--rows", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Rows of the application UPDATE timed for the trigger overhead.")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per UPDATE timing.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Documents per transaction, for both ingest and the worker.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the figures as JSON here.")
+@dsn_option
+def bench_follow(corpus_file: Path, limit: int, rows: int, repeat: int, batch_size: int, out: Path | None,
+                 dsn: str | None) -> None:
+    """Trigger overhead per application row, and worker vs `pgrag ingest` throughput."""
+    from .bench import follow_benchmark
+
+    result = follow_benchmark(_connect(dsn), corpus_file, limit=limit, rows=rows, repeat=repeat,
+                              batch_size=batch_size, progress=False)
+    _echo_json(result, out)
+
+
 @bench.command("queries")
 @corpus_file_option
 @questions_option

@@ -338,8 +338,7 @@ class FollowQueueItem(Base):
         Index("follow_queue_parked_idx", "corpus_id", postgresql_where=sa_text("parked_at IS NOT NULL")),
     )
 
-    corpus_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)   # no foreign key: see the migration
     item_id: Mapped[int] = mapped_column(
         BigInteger, primary_key=True, server_default=sa_text("nextval('pgrag.follow_queue_item_id_seq'::regclass)"))
     source_key: Mapped[str] = mapped_column(Text)

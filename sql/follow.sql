@@ -255,29 +255,41 @@ BEGIN
 END
 $$;
 
--- Stop following: drop the triggers (when the table still exists) and the
--- queue; with drop_corpus, also the corpus and everything in it.
+-- When an attachment goes (pgrag.detach, or its corpus is dropped and the row
+-- cascades away): drop its triggers (when the table still exists) and its queue.
+CREATE OR REPLACE FUNCTION pgrag.follow_forget() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    t text;
+BEGIN
+    IF to_regclass(format('%I.%I', OLD.source_schema, OLD.source_table)) IS NOT NULL THEN
+        FOREACH t IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
+            EXECUTE format('DROP TRIGGER IF EXISTS %I ON %I.%I', 'pgrag_follow_' || OLD.corpus_id || '_' || t,
+                           OLD.source_schema, OLD.source_table);
+        END LOOP;
+    END IF;
+    DELETE FROM pgrag.follow_queue q WHERE q.corpus_id = OLD.corpus_id;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER follow_forget AFTER DELETE ON pgrag.follow
+    FOR EACH ROW EXECUTE FUNCTION pgrag.follow_forget();
+
+-- Stop following: drop the triggers and the queue (pgrag.follow_forget); with
+-- drop_corpus, also the corpus and everything in it.
 CREATE OR REPLACE FUNCTION pgrag.detach(corpus text, drop_corpus boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
     cid bigint := pgrag.corpus_id(corpus);
-    f pgrag.follow;
-    t text;
 BEGIN
-    SELECT * INTO f FROM pgrag.follow x WHERE x.corpus_id = cid FOR UPDATE;
+    DELETE FROM pgrag.follow x WHERE x.corpus_id = cid;
     IF NOT FOUND THEN
         PERFORM pgrag.follow_error(format('corpus %s is not attached to a table', quote_literal(corpus)));
     END IF;
-    IF to_regclass(format('%I.%I', f.source_schema, f.source_table)) IS NOT NULL THEN
-        FOREACH t IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
-            EXECUTE format('DROP TRIGGER IF EXISTS %I ON %I.%I', 'pgrag_follow_' || cid || '_' || t,
-                           f.source_schema, f.source_table);
-        END LOOP;
-    END IF;
-    DELETE FROM pgrag.follow_queue q WHERE q.corpus_id = cid;
-    DELETE FROM pgrag.follow x WHERE x.corpus_id = cid;
     IF drop_corpus THEN
         PERFORM pgrag.drop_corpus(corpus);
     END IF;

@@ -35,8 +35,12 @@ CREATE SEQUENCE pgrag.follow_queue_item_id_seq AS bigint;
 -- waits on a row a worker holds). An item only names a key: the worker reads the
 -- source row as it is when processing, so several items for one key collapse
 -- into one update. attempts/run_after/last_error/parked_at are the retry state.
+-- No foreign key to pgrag.corpus, on purpose: its check would run a query and
+-- take a KEY SHARE lock on the corpus row for every application row written
+-- (and make application writes wait behind a corpus being dropped). Items go
+-- away with their attachment instead (pgrag.follow_forget, sql/follow.sql).
 CREATE TABLE pgrag.follow_queue (
-    corpus_id    bigint NOT NULL REFERENCES pgrag.corpus (corpus_id) ON DELETE CASCADE,
+    corpus_id    bigint NOT NULL,
     item_id      bigint NOT NULL DEFAULT nextval('pgrag.follow_queue_item_id_seq'),
     source_key   text NOT NULL,
     op           text NOT NULL CHECK (op IN ('insert', 'update', 'delete')),

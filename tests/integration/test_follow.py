@@ -204,6 +204,10 @@ def test_attaching_a_corpus_twice_is_refused_and_detach_removes_everything(db, a
     assert sorted(k for k, *_ in queue(db)) == ["1", "1", "2"]
     db.detach("wiki", drop_corpus=True)
     assert db.corpora() == []
+    attach(db)
+    db.drop_corpus("wiki")                          # dropping an attached corpus detaches it
+    assert app.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'pgrag_follow%'").fetchone() == (0,)
+    assert queue(db) == [] and db.sync_status() == []
 
 
 # -- exactness --------------------------------------------------------------------
@@ -428,12 +432,13 @@ def test_a_sigkilled_worker_loses_nothing(db, app, database_uri):
 
 def test_the_application_needs_no_rights_on_pgrag_and_the_worker_runs_as_a_writer(db, app, database_uri,
                                                                                   make_role):  # noqa: F811
-    app_role, worker_role = make_role("app"), make_role("worker")
+    app_role, worker_role, other_role = make_role("app"), make_role("worker"), make_role("other")
     for stmt in ("GRANT USAGE ON SCHEMA app TO {}", "GRANT SELECT, INSERT, UPDATE, DELETE ON app.articles TO {}"):
         app.execute(sql.SQL(stmt).format(sql.Identifier(app_role)))
     attach(db)
     db.grant_writer(worker_role)
     db.grant_corpus(worker_role, "wiki")
+    db.grant_reader(other_role)
     db.enable_tenant_isolation()
     for stmt in ("GRANT USAGE ON SCHEMA app TO {}", "GRANT SELECT ON app.articles TO {}"):
         app.execute(sql.SQL(stmt).format(sql.Identifier(worker_role)))
@@ -445,7 +450,13 @@ def test_the_application_needs_no_rights_on_pgrag_and_the_worker_runs_as_a_write
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT pgrag.follow_enqueue()")
     assert len(queue(db)) == 2
+    with psycopg.connect(as_role(database_uri, other_role)) as conn:                 # not granted: sees nothing
+        assert conn.execute("SELECT count(*) FROM pgrag.sync_status").fetchone() == (0,)
     as_worker = pgrag.connect(as_role(database_uri, worker_role))
+    assert [(s.corpus, s.pending) for s in as_worker.sync_status()] == [("wiki", 2)]   # its corpus only
+    # Ingest's COPY cannot run under row-level security (PostgreSQL refuses COPY
+    # FROM into a table with policies), so writing happens with isolation off.
+    db.disable_tenant_isolation()
     reports = as_worker.corpus("wiki", create=False).sync()
     assert sum(r.indexed for r in reports) == 1
     [st_] = as_worker.sync_status()
