@@ -33,6 +33,8 @@ COMMANDS = {
                 f"--methods {METHODS},tigrag-paper --out docs/benchmarks/queries.json"),
     "graph": (f"pgrag bench graph --corpus-file {BENCH}/corpus.json --questions {BENCH}/questions.jsonl "
               f"--out docs/benchmarks/graph.json"),
+    "follow": (f"pgrag bench follow --corpus-file {BENCH}/corpus.json --limit 600 --rows 10000 --repeat 5 "
+               f"--out docs/benchmarks/follow.json"),
 }
 GRID = "python scripts/tune_tigrag.py NAME=V1,V2,... --out docs/benchmarks/tigrag_grid.jsonl"
 
@@ -127,6 +129,25 @@ def render() -> str:
                 f"SQL (`pgrag.ppr`) p50 {graph['ppr_sql_ms_p50']:.0f} ms, {graph['sql_to_scipy']}x slower; "
                 f"the top tokens agreed on {graph['same_top_tokens']} of {graph['questions']} questions, "
                 f"largest score difference {graph['max_score_difference']:.1e}.", ""]
+    follow = load("follow")
+    if follow:
+        t, w = follow["trigger"], follow["throughput"]
+        out += ["## Following an application table (`pgrag bench follow`)", "", "```", COMMANDS["follow"], "```", "",
+                f"Trigger overhead: one UPDATE of an attached column on all {t['rows']:,} rows of an "
+                f"application table (best of {t['repeat']}, each rolled back) took "
+                f"{t['update_seconds_without'] * 1000:.0f} ms without an attachment and "
+                f"{t['update_seconds_with'] * 1000:.0f} ms with one: **{t['overhead_us_per_row']:.0f} µs per "
+                f"application row** ({t['ratio']:.1f}x the bare UPDATE, which rewrites short rows). An UPDATE "
+                f"of a column that is not attached: {t['other_column_seconds_without'] * 1000:.0f} ms without, "
+                f"{t['other_column_seconds_with'] * 1000:.0f} ms with ({t['other_column_ratio']:.2f}x; the "
+                f"trigger's WHEN clause skips the call).", "",
+                f"Worker throughput: the first {w['documents']} 2Wiki passages indexed by `pgrag ingest` and by the "
+                f"worker from an attached table (batches of {w['batch_size']}; runs in the order ingest, worker, "
+                f"worker, ingest, best of each): ingest {w['ingest_docs_per_second']} documents/s, worker "
+                f"{w['worker_docs_per_second']} documents/s, **worker / ingest = "
+                f"{w['worker_to_ingest_throughput']:.2f}** (the goal: within 10%). Seconds per run: ingest "
+                f"{', '.join(str(x) for x in w['ingest_seconds'])}; worker "
+                f"{', '.join(str(x) for x in w['worker_seconds'])}.", ""]
     if ingest:
         out += ["## Ingest (`pgrag bench ingest`)", "", "```", COMMANDS["ingest"], "```", "",
                 f"{ingest['documents']} documents → {ingest['sentences']} sentences, {ingest['chunks']} chunks, "

@@ -387,6 +387,44 @@ def test_two_workers_and_concurrent_writes_lose_and_duplicate_nothing(db, app, d
     assert_equals_rebuild(db, db.corpus("wiki", create=False), source_docs(app, "articles"))
 
 
+class PausingEmbedder:
+    """The real embedder, pausing on its first call until told to go on: holds a
+    worker between reading its rows and taking the write lock."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def encode(self, texts, *, batch_size: int = 32):
+        if not self.reached.is_set():
+            self.reached.set()
+            assert self.go.wait(120)
+        return self.inner.encode(texts, batch_size=batch_size)
+
+
+def test_a_row_changed_while_a_worker_prepares_it_is_not_overwritten_with_the_old_text(db, app):
+    """Worker A reads version 0 and is held while embedding; the application writes
+    version 1 and worker B indexes it; A must not then write version 0 over it."""
+    put(app, "articles", 1, 0)
+    attach(db)
+    kb = db.corpus("wiki", create=False)
+    slow = PausingEmbedder(kb.embedder)
+    result: list = []
+    a = threading.Thread(target=lambda: result.append(follow.process_batch(
+        db, kb.info, embedder=slow, spacy_model=kb.settings.spacy_model)))
+    a.start()
+    assert slow.reached.wait(120)
+    app.execute("UPDATE app.articles SET body = %s WHERE id = 1", (text(1, 1),))
+    b = follow.process_batch(db, kb.info, embedder=kb.embedder, spacy_model=kb.settings.spacy_model)
+    assert b is not None and b.indexed == 1
+    slow.go.set()
+    a.join(timeout=120)
+    kb.sync()
+    assert queue(db) == []
+    assert_equals_rebuild(db, kb, source_docs(app, "articles"))   # version 1, not 0
+    assert result[0].stale == 1 and result[0].indexed == 0        # A saw the change under the lock
+
+
 def test_the_worker_sleeps_until_notified(db, app, database_uri):
     attach(db)
     other = pgrag.connect(database_uri)
