@@ -501,3 +501,34 @@ def test_the_application_needs_no_rights_on_pgrag_and_the_worker_runs_as_a_write
     assert st_.pending == 0
     as_worker.close()
     assert_equals_rebuild(db, db.corpus("wiki", create=False), source_docs(app, "articles"))
+
+
+# -- command line -----------------------------------------------------------------
+
+def test_the_commands_attach_process_report_requeue_and_detach(db, app, database_uri):
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    def run(*args: str):
+        return CliRunner().invoke(main, [*args, "--dsn", database_uri], catch_exceptions=False)
+
+    put(app, "articles", 1, 0)
+    app.execute("INSERT INTO app.articles (id, title, body) VALUES (2, 'Blank', '')")
+    result = run("attach", "wiki", "app.articles", "--id-column", "id", "--text-column", "body",
+                 "--title-column", "title", "--metadata-column", "author", "--max-attempts", "1")
+    assert result.exit_code == 0 and "2 rows queued" in result.output, result.output
+    result = run("attach", "other", "app.articles", "--id-column", "nope", "--text-column", "body")
+    assert result.exit_code == 1 and "id_column nope: table app.articles has no such column" in result.output
+    result = run("worker", "--corpus", "wiki", "--once", "--no-progress")
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    assert events[0]["event"] == "start" and events[-1] == {
+        "event": "stop", "batches": 1, "items": 2, "indexed": 1, "deleted": 0, "failed": 1, "parked": 1}
+    [status] = json.loads(run("status", "--json").output)
+    assert (status["corpus"], status["pending"], status["parked"]) == ("wiki", 0, 1)
+    assert "no text" in status["last_error"]
+    assert "1 parked" in run("status").output
+    assert "1 item(s) re-queued" in run("requeue", "wiki").output
+    assert run("detach", "wiki", "--drop-corpus").exit_code == 0
+    assert db.corpora() == [] and "no attached corpora" in run("status").output
