@@ -147,7 +147,14 @@ def render() -> str:
                 f"{w['worker_docs_per_second']} documents/s, **worker / ingest = "
                 f"{w['worker_to_ingest_throughput']:.2f}** (the goal: within 10%). Seconds per run: ingest "
                 f"{', '.join(str(x) for x in w['ingest_seconds'])}; worker "
-                f"{', '.join(str(x) for x in w['worker_seconds'])}.", ""]
+                f"{', '.join(str(x) for x in w['worker_seconds'])}."]
+        if "worker_non_model_seconds" in w:
+            out += ["", f"Outside spaCy and the embedding model (the same work in both), seconds per run: ingest "
+                    f"{', '.join(str(x) for x in w['ingest_non_model_seconds'])}; worker "
+                    f"{', '.join(str(x) for x in w['worker_non_model_seconds'])} (load average "
+                    f"{w['load_average_after'][0]} on {follow['machine']['cpus']} CPUs when the runs ended: the "
+                    f"machine is shared, so the spread between runs of one kind is the noise floor)."]
+        out.append("")
     if ingest:
         out += ["## Ingest (`pgrag bench ingest`)", "", "```", COMMANDS["ingest"], "```", "",
                 f"{ingest['documents']} documents → {ingest['sentences']} sentences, {ingest['chunks']} chunks, "
