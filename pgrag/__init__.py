@@ -14,6 +14,7 @@ from .context import Context
 from .corpus import Corpus
 from .db import Database, open_database
 from .exceptions import (
+    AttachError,
     ConfigError,
     ConnectionFailed,
     CorpusNotFound,
@@ -33,9 +34,9 @@ from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
     "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
-    "IngestReport", "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "QueryCanceled", "RuntimeMissing", "SchemaOutdated", "ServerError",
-    "UnknownMethod", "UnsupportedServer",
+    "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
+    "EmbeddingMismatch", "ExtensionMissing", "InputError", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
+    "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
 

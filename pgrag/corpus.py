@@ -96,6 +96,15 @@ class Corpus:
         return index_pending(self.db, self.info, embedder=self.embedder, spacy_model=self.settings.spacy_model,
                              batch_size=batch_size or self.settings.batch_size, progress=progress)
 
+    def sync(self, *, batch_size: int | None = None) -> list[Any]:
+        """Process this corpus's follow queue until nothing is due (it follows an
+        application table: ``db.attach``), in this process; what ``pgrag worker
+        --once`` and, in the server, ``pgrag.index()`` do (then triples, if the
+        attachment asks for them). Returns the batch reports."""
+        from .follow import sync
+
+        return sync(self, batch_size=batch_size)
+
     def _ingest(self, docs: list[DocumentIn], batch_size: int | None, progress: bool) -> IngestReport:
         return ingest(self.db, self.info, docs, embedder=self.embedder,
                       spacy_model=self.settings.spacy_model,

@@ -142,6 +142,27 @@ class Database:
         with self.transaction() as conn:
             conn.execute(query("drop_corpus"), {"name": name})
 
+    # -- corpora that follow an application table (pgrag.follow) ------------
+
+    def attach(self, corpus: str, source: str, **options: Any) -> int:
+        """Make ``corpus`` follow table ``source`` (``"schema.table"``): see
+        ``pgrag.follow.attach``. Returns the number of rows enqueued."""
+        from . import follow
+
+        return follow.attach(self, corpus, source, **options)
+
+    def detach(self, corpus: str, *, drop_corpus: bool = False) -> None:
+        """Stop following (``pgrag.follow.detach``)."""
+        from . import follow
+
+        follow.detach(self, corpus, drop_corpus=drop_corpus)
+
+    def sync_status(self, corpus: str | None = None) -> list[Any]:
+        """Rows of ``pgrag.sync_status`` (``pgrag.follow.SyncStatus``)."""
+        from . import follow
+
+        return follow.sync_status(self, corpus)
+
     # -- schema ------------------------------------------------------------
 
     def check_server(self) -> None:
@@ -176,6 +197,7 @@ class Database:
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
             sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
+            sqlscript.run(raw, sql_file("follow.sql"))
             _install_runtime(raw)
             if distributed:
                 citus.after_upgrade(raw)

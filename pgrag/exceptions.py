@@ -80,7 +80,7 @@ class AnswerFailed(PgragError):
 def by_sqlstate(state: str | None) -> type[PgragError] | None:
     """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
     for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
-                AnswerFailed):
+                AnswerFailed, AttachError):
         if cls.sqlstate == state:
             return cls
     return None
@@ -88,3 +88,9 @@ def by_sqlstate(state: str | None) -> type[PgragError] | None:
 
 class SchemaOutdated(PgragError):
     """The database schema is behind this pgrag version; run `pgrag db upgrade` as the schema owner."""
+
+
+class AttachError(PgragError):
+    """A corpus cannot follow that table (pgrag.attach / pgrag.detach); nothing was changed."""
+
+    sqlstate = "PR006"

@@ -185,53 +185,75 @@ def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestRep
     report.node_embedding_seconds += stats["seconds"]
 
 
+def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
+            spacy_model: str, batch_size: int, report: IngestReport) -> list[_Prepared]:
+    """Sentences, chunks, entities, embeddings and semantic nodes of validated
+    documents (models only, no database): what ``write_prepared`` stores."""
+    return _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
+
+
 def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport) -> None:
-    cid = corpus.corpus_id
     with db.transaction() as conn:
-        conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
-        states = {
-            ext: (doc_id, content, indexed)
-            for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
-                "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
-        }
-        work, new, reindex = [], [], []
-        for p in prepared:
-            h = content_hash(p.doc.title, p.doc.body)
-            state = states.get(p.doc.external_id)
-            if state is None:
-                new.append(p)
-            elif _is_current(state[1], state[2], h):
-                report.unchanged += 1  # indexed meanwhile by a concurrent ingest
-                continue
+        write_prepared(conn, corpus, prepared, report)
+
+
+def write_prepared(conn: Any, corpus: CorpusInfo, prepared: list[_Prepared],
+                   report: IngestReport) -> None:
+    """Store prepared documents in the caller's transaction, under the corpus
+    write lock: new ones are added, changed ones replace their old version,
+    ones already indexed at this content are skipped."""
+    cid = corpus.corpus_id
+    conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
+    states = {
+        ext: (doc_id, content, indexed)
+        for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
+            "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
+    }
+    work, new, reindex, same_content = [], [], [], []
+    for p in prepared:
+        h = content_hash(p.doc.title, p.doc.body)
+        state = states.get(p.doc.external_id)
+        if state is None:
+            new.append(p)
+        elif _is_current(state[1], state[2], h):
+            report.unchanged += 1  # indexed meanwhile by a concurrent writer: only metadata may differ
+            same_content.append(p.doc)
+            continue
+        else:
+            if state[1] != h:
+                conn.execute(query("update_document"), {
+                    "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
+                    "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
             else:
-                if state[1] != h:
-                    conn.execute(query("update_document"), {
-                        "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
-                        "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
-                reindex.append(state[0])
-            work.append(p)
-        if not work:
-            return
-        if reindex:
-            conn.execute(query("unindex_documents"), {
-                "corpus_id": cid, "document_ids": reindex, "keep": True})
-        ids = {ext: states[ext][0] for ext in states}
-        if new:
-            ids.update(conn.execute(query("insert_documents"), {
-                "corpus_id": cid,
-                "ids": [p.doc.external_id for p in new],
-                "titles": [p.doc.title for p in new],
-                "bodies": [p.doc.body for p in new],
-                "metadata": [Jsonb(p.doc.metadata) for p in new],
-            }).fetchall())
-        chunk_ids = _copy_rows(conn, cid, work, ids, report)
-        report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
-                                   [v for p in work for v in p.node_embeddings])
-        conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
-        conn.execute(query("mark_indexed"), {
-            "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
-        report.added += len(new)
-        report.replaced += len(work) - len(new)
+                same_content.append(p.doc)
+            reindex.append(state[0])
+        work.append(p)
+    if same_content:
+        conn.execute(query("update_metadata"), {
+            "corpus_id": cid, "ids": [d.external_id for d in same_content],
+            "metadata": [Jsonb(d.metadata) for d in same_content]})
+    if not work:
+        return
+    if reindex:
+        conn.execute(query("unindex_documents"), {
+            "corpus_id": cid, "document_ids": reindex, "keep": True})
+    ids = {ext: states[ext][0] for ext in states}
+    if new:
+        ids.update(conn.execute(query("insert_documents"), {
+            "corpus_id": cid,
+            "ids": [p.doc.external_id for p in new],
+            "titles": [p.doc.title for p in new],
+            "bodies": [p.doc.body for p in new],
+            "metadata": [Jsonb(p.doc.metadata) for p in new],
+        }).fetchall())
+    chunk_ids = _copy_rows(conn, cid, work, ids, report)
+    report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
+                               [v for p in work for v in p.node_embeddings])
+    conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
+    conn.execute(query("mark_indexed"), {
+        "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
+    report.added += len(new)
+    report.replaced += len(work) - len(new)
 
 
 def _copy_rows(conn: Any, cid: int, work: list[_Prepared],

@@ -147,7 +147,12 @@ def index(db: Any, corpus: str) -> dict[str, Any]:
     settings = Settings.from_env()
     report = index_pending(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
                            batch_size=settings.batch_size, progress=False)
-    return dataclasses.asdict(report)
+    # A corpus that follows an application table: its queue, with the worker's code.
+    from . import follow
+
+    batches = follow.process_queue(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
+                                   batch_size=settings.batch_size)
+    return {**dataclasses.asdict(report), "queue": [dataclasses.asdict(b) for b in batches]}
 
 
 def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:

@@ -37,6 +37,8 @@ COMMANDS = {
     "sql": ("pgrag bench queries --corpus-file pgrag/data/sample_corpus.json --questions "
             "pgrag/data/sample_questions.jsonl --methods dense,bm25,hybrid,tigrag,threadrag,cirag --via both "
             "--warmup 1 -k 5 --out docs/benchmarks/sql_vs_python.json"),
+    "follow": (f"pgrag bench follow --corpus-file {BENCH}/corpus.json --limit 600 --rows 10000 --repeat 5 "
+               f"--out docs/benchmarks/follow.json"),
 }
 COSTS = "python scripts/inserver_costs.py --out docs/benchmarks/inserver_costs.json"
 GRID = "python scripts/tune_tigrag.py NAME=V1,V2,... --out docs/benchmarks/tigrag_grid.jsonl"
@@ -219,6 +221,32 @@ def render() -> str:
                 f"SQL (`pgrag.ppr`) p50 {graph['ppr_sql_ms_p50']:.0f} ms, {graph['sql_to_scipy']}x slower; "
                 f"the top tokens agreed on {graph['same_top_tokens']} of {graph['questions']} questions, "
                 f"largest score difference {graph['max_score_difference']:.1e}.", ""]
+    follow = load("follow")
+    if follow:
+        t, w = follow["trigger"], follow["throughput"]
+        out += ["## Following an application table (`pgrag bench follow`)", "", "```", COMMANDS["follow"], "```", "",
+                f"Trigger overhead: one UPDATE of an attached column on all {t['rows']:,} rows of an "
+                f"application table (best of {t['repeat']}, each rolled back) took "
+                f"{t['update_seconds_without'] * 1000:.0f} ms without an attachment and "
+                f"{t['update_seconds_with'] * 1000:.0f} ms with one: **{t['overhead_us_per_row']:.0f} µs per "
+                f"application row** ({t['ratio']:.1f}x the bare UPDATE, which rewrites short rows). An UPDATE "
+                f"of a column that is not attached: {t['other_column_seconds_without'] * 1000:.0f} ms without, "
+                f"{t['other_column_seconds_with'] * 1000:.0f} ms with ({t['other_column_ratio']:.2f}x; the "
+                f"trigger's WHEN clause skips the call).", "",
+                f"Worker throughput: the first {w['documents']} 2Wiki passages indexed by `pgrag ingest` and by the "
+                f"worker from an attached table (batches of {w['batch_size']}; runs in the order ingest, worker, "
+                f"worker, ingest, best of each): ingest {w['ingest_docs_per_second']} documents/s, worker "
+                f"{w['worker_docs_per_second']} documents/s, **worker / ingest = "
+                f"{w['worker_to_ingest_throughput']:.2f}** (the goal: within 10%). Seconds per run: ingest "
+                f"{', '.join(str(x) for x in w['ingest_seconds'])}; worker "
+                f"{', '.join(str(x) for x in w['worker_seconds'])}."]
+        if "worker_non_model_seconds" in w:
+            out += ["", f"Outside spaCy and the embedding model (the same work in both), seconds per run: ingest "
+                    f"{', '.join(str(x) for x in w['ingest_non_model_seconds'])}; worker "
+                    f"{', '.join(str(x) for x in w['worker_non_model_seconds'])} (load average "
+                    f"{w['load_average_after'][0]} on {follow['machine']['cpus']} CPUs when the runs ended: the "
+                    f"machine is shared, so the spread between runs of one kind is the noise floor)."]
+        out.append("")
     if ingest:
         out += ["## Ingest (`pgrag bench ingest`)", "", "```", COMMANDS["ingest"], "```", "",
                 f"{ingest['documents']} documents → {ingest['sentences']} sentences, {ingest['chunks']} chunks, "
