@@ -170,6 +170,10 @@ def db_upgrade(dsn: str | None) -> None:
     """Bring the schema to the latest migration (idempotent)."""
     database = _connect(dsn)
     click.echo(f"schema at head: {database!r}")
+    runtime, path = database.runtime()
+    click.echo(f"in-server runtime: {runtime}, pgrag imported from {', '.join(path) or 'the server Python'}"
+               if runtime else "in-server runtime: none (no plpython3u here): pgrag.retrieve/answer/index raise "
+                               "PR003; the functions that take a vector work")
 
 
 @db.command("distribute")

@@ -206,6 +206,12 @@ class Database:
 
     # -- roles and tenant isolation (README "Security and operations") -----------
 
+    def runtime(self) -> tuple[str | None, list[str]]:
+        """The in-server runtime's language ('plpython3u', or None where the server has
+        none) and the paths its pgrag is imported from (see sql/runtime_plpython.sql)."""
+        language, path = self.fetch_row("runtime_facts")
+        return language, list(path or [])
+
     def can_migrate(self) -> bool:
         """Whether the connected role may run migrations: it owns schema pgrag
         (or there is none yet, so it would create it)."""

@@ -457,6 +457,10 @@ SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
 -- Where the server's PL/Python imports pgrag from (the schema owner only).
 SELECT pgrag._record_python_path(%(paths)s::text[]);
 
+-- name: runtime_facts
+-- The in-server runtime's language (NULL without one) and the recorded import paths.
+SELECT pgrag.runtime(), pgrag._python_path();
+
 -- name: retrieve_sql
 -- Any registered method through the in-server runtime (pgrag bench --via sql).
 SELECT rank, chunk_id, score, document_id, external_id, title, chunk_ordinal, first_sentence, last_sentence,

@@ -17,3 +17,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgrag.runtime() RETURNS text
 LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$ SELECT NULL::text $$;
+
+-- No runtime, so nothing is imported from anywhere.
+CREATE OR REPLACE FUNCTION pgrag._python_path() RETURNS text[]
+LANGUAGE sql IMMUTABLE SET search_path FROM CURRENT AS $$ SELECT NULL::text[] $$;

@@ -146,6 +146,10 @@ def test_db_migrations_path_prints_the_alembic_folder():
 def test_db_upgrade_and_help(empty_uri):
     result = run("db", "upgrade", "--dsn", empty_uri)
     assert result.exit_code == 0 and "schema at head" in result.output
+    import pgrag
+
+    root = str(__import__("pathlib").Path(pgrag.__file__).resolve().parent.parent)
+    assert f"in-server runtime: plpython3u, pgrag imported from {root}" in result.output, result.output
     for command in (["--help"], ["ingest", "--help"], ["query", "--help"], ["bench", "ingest", "--help"]):
         assert run(*command).exit_code == 0
 

@@ -273,6 +273,7 @@ def test_a_server_without_plpython_says_what_to_do(pg_uri, template_uri):
         with psycopg.connect(uri, autocommit=True) as c:
             c.execute("DROP EXTENSION plpython3u CASCADE")
         db.upgrade()   # what a migration on such a server installs
+        assert db.runtime() == (None, [])
         with psycopg.connect(uri, autocommit=True) as c:
             assert c.execute("SELECT pgrag.runtime()").fetchone() == (None,)
             for call in ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair')", "SELECT pgrag.embed('wiki', 'x')",
