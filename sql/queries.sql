@@ -686,12 +686,6 @@ SELECT extract(epoch FROM min(run_after) - clock_timestamp())::float8
 FROM pgrag.follow_queue
 WHERE corpus_id = ANY (%(corpus_ids)s::bigint[]) AND parked_at IS NULL AND run_after > clock_timestamp();
 
--- name: follow_has_due
--- Whether a corpus has an item a worker could take now.
-SELECT EXISTS (SELECT 1 FROM pgrag.follow_queue q
-               WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NULL
-                 AND (q.run_after IS NULL OR q.run_after <= clock_timestamp()));
-
 -- name: follow_wake
 -- Wake every listening worker.
 SELECT pg_notify('pgrag_follow', 'wake');

@@ -11,6 +11,8 @@ from pgrag.queries import parse, queries
 # Every way the package runs a named query with a literal name: query("x") and the
 # Database helpers fetchall/fetchone/fetch_row/_admin (the name may sit on the next line).
 NAMED_CALL = re.compile(r'\b(?:query|fetchall|fetchone|fetch_row|_admin)\(\s*"([a-z_][a-z0-9_]*)"')
+# pgrag.follow runs its queries in a transaction through _rows(tx, "name", params).
+ROWS_CALL = re.compile(r'\b_rows\(\s*\w+,\s*"([a-z_][a-z0-9_]*)"')
 # ThreadRAG picks its document query from a dict literal: {"hybrid": "threadrag_documents", ...}[...]
 THREADRAG_DISPATCH = re.compile(r'\{("(?:hybrid|dense|bm25)":\s*"[a-z_0-9]+",?\s*)+\}\[settings\.retrieval\]')
 
@@ -20,7 +22,7 @@ def package_source() -> str:
 
 
 def used_query_names(source: str) -> set[str]:
-    used = set(NAMED_CALL.findall(source))
+    used = set(NAMED_CALL.findall(source)) | set(ROWS_CALL.findall(source))
     for mapping in THREADRAG_DISPATCH.finditer(source):
         used.update(re.findall(r':\s*"([a-z_0-9]+)"', mapping.group(0)))
     used.update(_LOAD_QUERY.values())  # bench load runs query(_LOAD_QUERY[method]) for each SQL method
