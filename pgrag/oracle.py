@@ -410,14 +410,14 @@ class Oracle:
                     m = re.match(r"\s*(\d+)\.", candidates[n - len(history)])
                     if m and int(m.group(1)) not in core:
                         core.append(int(m.group(1)))
-        found = [(plan.triples[t], reading) for t in sorted(reading.supported)]
-        facts = "; ".join(f"{reading.surface[s]} {r}: {reading.surface[o]}" for (s, r, o), _ in found)
+        found = [plan.triples[t] for t in sorted(reading.supported)]
+        facts = "; ".join(f"{reading.surface[s]} {r}: {reading.surface[o]}" for s, r, o in found)
         asked = {normalise(q) for q in re.findall(r"\(query: (.*?)\):", fields["history"])}
         asked.add(normalise(fields["query"]))
         hops = [_hop_query(plan, t, reading) for t in range(len(plan.triples)) if t not in reading.supported]
-        queries: list[tuple[str, str]] = [q for q in hops if q]
+        queries = [h for h in hops if h is not None]
         nxt = next((q for q, _ in queries if normalise(q) not in asked), queries[0][0] if queries else None)
-        values += [reading.surface[e] for (s, _r, o), _ in found for e in (s, o)]
+        values += [reading.surface[e] for s, _r, o in found for e in (s, o)]
         values += [v for q, v in queries if q == nxt]
         missing = "nothing" if not queries else nxt
         thought = f"Found: {facts or 'nothing yet'}. Missing: {missing}."
