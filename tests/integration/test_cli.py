@@ -154,6 +154,7 @@ def test_db_upgrade_and_help(empty_uri):
         assert run(*command).exit_code == 0
 
 
+@pytest.mark.slow  # the demo ingests the 40-document sample corpus
 def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     result = run("demo", "--dsn", database_uri, "-k", "2")
     assert result.exit_code == 0, result.output
@@ -174,6 +175,7 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     assert re.search(r"^  1\. .+ \(hop [12], score \d\.\d{4}\)$", sql_part, re.MULTILINE), sql_part
 
 
+@pytest.mark.slow  # the demo ingests the 40-document sample corpus
 def test_demo_with_an_llm_prints_answers_calls_and_tokens(database_uri):
     """The demo's answering path, against a scripted server whose one reply
     satisfies every method's JSON shape (decomposition, resolution, entities,

@@ -53,6 +53,7 @@ def has_lone_surrogate(text: str) -> bool:
 SURROGATES = ["\ud800", "Lothair \udfff Teutberga", "\udc80" * 3 + "'; --"]
 
 
+@pytest.mark.slow  # hypothesis: ten questions x four methods
 @SETTINGS
 @given(question=st.one_of(QUESTION, st.sampled_from(SURROGATES)))
 def test_any_question_gives_hits_or_a_pgrag_error(kb, question):
@@ -72,11 +73,25 @@ def test_any_question_gives_hits_or_a_pgrag_error(kb, question):
             assert hits == []  # no known token: empty, not an error
 
 
+def test_questions_postgres_cannot_hold_are_input_errors_for_every_method(kb):
+    """The fast subset's share of the property above: lone surrogates are refused
+    by every method, and the same questions without them give hits."""
+    for question in SURROGATES:
+        for method in METHODS:
+            with pytest.raises(pgrag.InputError, match="not valid Unicode"):
+                kb.retrieve(question, method=method, k=3)
+        clean = "".join(c for c in question if not 0xD800 <= ord(c) <= 0xDFFF)
+        assert [h.rank for h in kb.retrieve(clean, method="bm25", k=3)] == list(
+            range(1, len(kb.retrieve(clean, method="bm25", k=3)) + 1))
+    assert kb.retrieve("Lothair \x00 Teutberga", method="bm25", k=1)[0].provenance.external_id == "lothair"
+
+
 def all_terms(kb) -> set[str]:
     with kb.db.transaction() as conn:
         return {r[0] for r in conn.execute("SELECT term FROM pgrag.token WHERE corpus_id = %s", (kb.id,))}
 
 
+@pytest.mark.slow  # hypothesis: ten names x four SQL calls
 @SETTINGS
 @given(name=NAME, question=QUESTION)
 def test_sql_functions_bind_corpus_names_and_questions(kb, database_uri, name, question):
@@ -98,6 +113,7 @@ def test_sql_functions_bind_corpus_names_and_questions(kb, database_uri, name, q
     assert table_counts(database_uri) == before
 
 
+@pytest.mark.slow  # hypothesis: six corpora, each ingested
 @settings(deadline=None, max_examples=6, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(name=NAME, doc_id=NAME, title=st.text(STORABLE_CHAR, max_size=50),

@@ -155,6 +155,7 @@ def test_dense_uses_the_corpus_hnsw_index(kb, database_uri):
     assert any(f"chunk_embedding_hnsw_{kb.id}" in line[0] for line in plan), plan
 
 
+@pytest.mark.slow  # ingests enough documents to pass the HNSW default
 def test_dense_returns_more_than_the_hnsw_default_of_40(db):
     from pgrag.demo import sample_documents
 
