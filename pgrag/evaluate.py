@@ -74,6 +74,8 @@ class MethodResult:
     llm_completion_tokens: int
     llm_calls: int = 0
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)   # trace.outcome label counts
+    rounds: float | None = None         # mean retrieval rounds per question (the LLM loops)
+    resolved: float | None = None       # T2RAG: percent of questions whose placeholders were all resolved
 
 
 @dataclass(kw_only=True)
@@ -84,6 +86,7 @@ class Report:
     depth: int
     methods: dict[str, MethodResult] = field(default_factory=dict)
     per_question: list[dict[str, Any]] = field(default_factory=list)
+    reader: str | None = None           # "oracle" when the LLM was the oracle reader (pgrag.oracle)
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready data; the documented keys stay stable."""
@@ -94,6 +97,7 @@ class Report:
             "depth": self.depth,
             "methods": {name: _method_json(r) for name, r in self.methods.items()},
             "per_question": self.per_question,
+            "reader": self.reader,
         }
 
 
@@ -108,6 +112,8 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         llm_completion_tokens=r.llm_completion_tokens,
         llm_calls=r.llm_calls,
         outcomes=r.outcomes,
+        rounds=None if r.rounds is None else round(r.rounds, 2),
+        resolved=None if r.resolved is None else round(r.resolved, 2),
     )
     return out
 
@@ -200,30 +206,31 @@ def _add_seconds(db: "Database", corpus_id: int, key: str, seconds: float) -> No
 
 def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], method_names: Sequence[str],
              *, ks: Sequence[int] = DEFAULT_KS, depth: int | None = None, llm: "LLM | None" = None,
-             progress: bool = True) -> Report:
+             progress: bool = True, traces: bool = False, reader: str | None = None) -> Report:
     """Run every method on every question and aggregate.
 
     Each method returns ``depth`` chunks (default 4 × the largest k); Recall@k
     counts the first k distinct documents among them. Latency is the wall time of
     ``kb.retrieve`` after one untimed warm-up query per method. ``llm`` goes to
-    the methods that take one (the answering methods); the others ignore it."""
+    the methods that take one (the answering methods); the others ignore it.
+    With ``traces`` each per-question row keeps its trace (``row["trace"]``)."""
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1:
         raise InputError("k values must be positive integers")
     for name in method_names:
         method_registry.get(name)
     depth = depth or 4 * ks[-1]
-    report = Report(corpus=corpus, questions=len(questions), ks=ks, depth=depth)
+    report = Report(corpus=corpus, questions=len(questions), ks=ks, depth=depth, reader=reader)
     for name in method_names:
         options = {"llm": llm} if llm is not None and method_registry.takes_option(name, "llm") else {}
-        rows = _run_method(kb, name, questions, ks, depth, options, progress)
+        rows = _run_method(kb, name, questions, ks, depth, options, progress, traces)
         report.per_question.extend(rows)
         report.methods[name] = _aggregate(rows, ks)
     return report
 
 
 def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tuple[int, ...],
-                depth: int, options: dict[str, Any], progress: bool) -> list[dict[str, Any]]:
+                depth: int, options: dict[str, Any], progress: bool, traces: bool = False) -> list[dict[str, Any]]:
     kb.retrieve(questions[0].question, method=name, k=depth, **options)  # warm-up: models, caches
     rows = []
     for q in tqdm(questions, desc=f"eval {name}", unit="q", disable=not progress):
@@ -242,17 +249,21 @@ def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tupl
             f1=None if hits.answer is None else f1_score(hits.answer, q.answers) * 100,
             latency_ms=round(latency_ms, 2),
             prompt_tokens=hits.trace.prompt_tokens, completion_tokens=hits.trace.completion_tokens,
-            llm_calls=hits.trace.llm_calls, outcome=dict(hits.trace.outcome))
+            llm_calls=hits.trace.llm_calls, outcome=dict(hits.trace.outcome),
+            rounds=rounds(hits.trace), resolved=all_resolved(hits.trace))
+        if traces:
+            row["trace"] = {"steps": hits.trace.steps, "timings_ms": hits.trace.timings_ms}
         rows.append(row)
     return rows
 
 
 def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodResult:
     def mean(key: str) -> float | None:
-        values = [r[key] for r in rows if r[key] is not None]
+        values = [r[key] for r in rows if r.get(key) is not None]
         return sum(values) / len(values) if values else None
 
     latencies = [r["latency_ms"] for r in rows]
+    resolved = mean("resolved")
     return MethodResult(
         recall={k: mean(f"recall@{k}") or 0.0 for k in ks},
         em=mean("em"), f1=mean("f1"),
@@ -261,7 +272,30 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         llm_completion_tokens=sum(r["completion_tokens"] for r in rows),
         llm_calls=sum(r["llm_calls"] for r in rows),
         outcomes=_count_outcomes(rows),
+        rounds=mean("rounds"),
+        resolved=None if resolved is None else resolved * 100,
     )
+
+
+# The trace step each LLM loop writes once per retrieval round.
+ROUND_STEPS = {"t2rag": "round", "cirag": "construct", "threadrag": "pathfinding"}
+
+
+def rounds(trace: Any) -> int | None:
+    """Retrieval rounds of a loop method's run (None for the other methods)."""
+    step = ROUND_STEPS.get(trace.method)
+    return None if step is None else sum(1 for s in trace.steps if s["step"] == step)
+
+
+def all_resolved(trace: Any) -> bool | None:
+    """T2RAG with an LLM: whether every triple of the decomposition ended resolved
+    (a failed decomposition counts as not); None for other runs."""
+    if trace.method != "t2rag" or trace.outcome.get("finish") == "no_llm":
+        return None
+    finish = next((s for s in trace.steps if s["step"] == "finish"), None)
+    if finish is None:
+        return None
+    return bool(finish["triples"]) and all(t["state"] == "resolved" for t in finish["triples"])
 
 
 def _count_outcomes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:

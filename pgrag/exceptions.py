@@ -1,6 +1,8 @@
 """One exception tree for the public API: catch ``PgragError`` for all of them.
 
-Each class's docstring is its default message.
+Each class's docstring is its default message. ``sqlstate`` is the SQLSTATE the
+same error carries when it is raised inside PostgreSQL (the in-server runtime),
+so a SQL caller can tell them apart and the Python client maps them back.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 class PgragError(Exception):
     """pgrag failed."""
+
+    sqlstate = "PR000"
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
@@ -19,6 +23,10 @@ class ConfigError(PgragError):
 
 class ConnectionFailed(PgragError):
     """Could not connect to PostgreSQL."""
+
+
+class QueryCanceled(PgragError):
+    """PostgreSQL cancelled the statement (a timeout or pg_cancel_backend); nothing of its transaction was kept."""
 
 
 class ServerError(PgragError):
@@ -36,18 +44,53 @@ class UnsupportedServer(PgragError):
 class CorpusNotFound(PgragError):
     """No corpus with that name exists."""
 
+    sqlstate = "PR001"
+
 
 class EmbeddingMismatch(PgragError):
     """The embedding model does not match the corpus's embedding dimension."""
 
+    sqlstate = "PR002"
+
 
 class InputError(PgragError):
-    """The input documents are invalid; nothing was written."""
+    """The input (documents, a question, a call's arguments) is invalid; nothing was written."""
+
+    sqlstate = "PR005"
 
 
 class UnknownMethod(PgragError):
     """No retrieval method by that name."""
 
+    sqlstate = "PR004"
+
+
+class RuntimeMissing(PgragError):
+    """This PostgreSQL server has no PL/Python (plpython3u): call pgrag from Python with pgrag.connect(dsn)."""
+
+    sqlstate = "PR003"
+
+
+class AnswerFailed(PgragError):
+    """The LLM could not produce the answer (unreachable endpoint, refused key, malformed replies)."""
+
+    sqlstate = "PR010"
+
+
+def by_sqlstate(state: str | None) -> type[PgragError] | None:
+    """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
+    for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
+                AnswerFailed, AttachError):
+        if cls.sqlstate == state:
+            return cls
+    return None
+
 
 class SchemaOutdated(PgragError):
     """The database schema is behind this pgrag version; run `pgrag db upgrade` as the schema owner."""
+
+
+class AttachError(PgragError):
+    """A corpus cannot follow that table (pgrag.attach / pgrag.detach); nothing was changed."""
+
+    sqlstate = "PR006"

@@ -25,7 +25,7 @@ from .llm import LLM, LLMReplyError
 from .queries import query
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
+    from .context import Context
 
 EXTRACTORS = ("spacy", "llm")
 MAX_ELEMENT = 200  # characters per subject / predicate / object
@@ -54,7 +54,7 @@ class ExtractionReport:
     errors: list[str] = field(default_factory=list)
 
 
-def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None = None,
+def extract_triples(kb: "Context", extractor: str = "spacy", *, llm: LLM | None = None,
                     batch_size: int | None = None, progress: bool = True,
                     chunk_ids: Sequence[int] | None = None) -> ExtractionReport:
     """Extract triples from every chunk of ``kb`` (or only of ``chunk_ids``) not yet
@@ -80,7 +80,7 @@ def extract_triples(kb: "Corpus", extractor: str = "spacy", *, llm: LLM | None =
                 # The title goes first: it names what pronouns in the chunk refer to.
                 texts = [f"{title}\n{text}" for _, _, title, text in batch]
                 if extractor == "spacy":
-                    found: list[list[Extracted] | None] = list(_spacy(texts, kb.settings.spacy_model))
+                    found: list[list[Extracted] | None] = list(_spacy(texts, kb.spacy_model))
                 else:
                     assert llm is not None
                     found = [_llm_chunk(llm, text, report) for text in texts]
@@ -170,7 +170,7 @@ def _sentence_of(text: str, subject: str, obj: str) -> tuple[int, int]:
     return 0, len(text)
 
 
-def _write(kb: "Corpus", extractor: str, batch: Sequence[tuple[int, int, str, str]],
+def _write(kb: "Context", extractor: str, batch: Sequence[tuple[int, int, str, str]],
            found: Sequence[list[Extracted] | None], report: ExtractionReport) -> None:
     rows = []
     for (chunk_id, chunk_start, title, text), triples in zip(batch, found):

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from .queries import query
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .context import QueryRunner
 
 # Binary COPY of (bigint, bigint, bigint) rows: a 16-bit field count, then for
 # each field a 32-bit length and an 8-byte big-endian value.
@@ -65,23 +65,33 @@ def _version(conn: Any, corpus_id: int) -> int:
     return int(row[0]) if row else 0
 
 
-def load_graph(db: "Database", corpus_id: int) -> TokenGraph:
+def load_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
     """Read the corpus's tokens and edges (consistently: the version is read
     before and after, and a concurrent change makes it read again)."""
     while True:
         with db.transaction() as conn:
             version = _version(conn, corpus_id)
             tokens = conn.execute(query("graph_tokens"), {"corpus_id": corpus_id}).fetchall()
-            buffer = bytearray()
-            with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
-                for block in copy:
-                    buffer += block
+            a, b, w = _read_edges(conn, corpus_id)
             after = _version(conn, corpus_id)
         if after == version:
             break
     token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
-    a, b, w = _parse_edges(bytes(buffer)) if buffer else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
     return build_graph(version, token_ids, [t[1] for t in tokens], a, b, w)
+
+
+def _read_edges(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, w) of every edge: a binary COPY over psycopg, three arrays over SPI."""
+    if not hasattr(conn, "cursor"):
+        a, b, w = conn.execute(query("graph_edges_arrays"), {"corpus_id": corpus_id}).fetchone()
+        return np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64), np.asarray(w, dtype=np.float64)
+    buffer = bytearray()
+    with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
+        for block in copy:
+            buffer += block
+    if not buffer:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return _parse_edges(bytes(buffer))
 
 
 def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],
@@ -106,7 +116,7 @@ _cache: dict[tuple[str, int], TokenGraph] = {}
 _cache_lock = threading.Lock()
 
 
-def token_graph(db: "Database", corpus_id: int) -> TokenGraph:
+def token_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
     """The corpus's graph, from this process's cache when its version is current."""
     version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
     key = (db.dsn, corpus_id)

@@ -18,28 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import psycopg
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
-from . import nlp
+from . import bulk, nlp
+from .context import CorpusInfo
 from .db import Database
 from .embed import Embedder
 from .queries import query
 from .semantic import DocumentText, NodeRow, copy_nodes, plan_nodes
 from .sources import DocumentIn
 from .text import chunk_search_text, content_hash, sentence_windows
-
-
-@dataclass(frozen=True, kw_only=True)
-class CorpusInfo:
-    corpus_id: int
-    name: str
-    embedding_model: str
-    embedding_dim: int
-    chunk_sentences: int
-    chunk_overlap: int
-    edge_window: int
 
 
 @dataclass(kw_only=True)
@@ -115,6 +104,20 @@ def ingest(
     return report
 
 
+def index_pending(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_model: str,
+                  batch_size: int = 64, progress: bool = True) -> IngestReport:
+    """Index the documents inserted or changed directly in ``pgrag.document`` (by an
+    ORM session, or by an application's INSERT followed by SQL's ``pgrag.index``)."""
+    from .sources import validate
+
+    rows = db.fetchall("pending_documents", {"corpus_id": corpus.corpus_id})
+    docs = validate(
+        [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
+        source=f"corpus {corpus.name!r}")
+    return ingest(db, corpus, docs, embedder=embedder, spacy_model=spacy_model, batch_size=batch_size,
+                  progress=progress)
+
+
 def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> list[DocumentIn]:
     """Documents whose content differs from what is indexed (or that are new)."""
     rows = db.fetchall("document_states", {
@@ -182,85 +185,97 @@ def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestRep
     report.node_embedding_seconds += stats["seconds"]
 
 
+def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
+            spacy_model: str, batch_size: int, report: IngestReport) -> list[_Prepared]:
+    """Sentences, chunks, entities, embeddings and semantic nodes of validated
+    documents (models only, no database): what ``write_prepared`` stores."""
+    return _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
+
+
 def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport) -> None:
-    cid = corpus.corpus_id
     with db.transaction() as conn:
-        conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
-        states = {
-            ext: (doc_id, content, indexed)
-            for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
-                "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
-        }
-        work, new, reindex = [], [], []
-        for p in prepared:
-            h = content_hash(p.doc.title, p.doc.body)
-            state = states.get(p.doc.external_id)
-            if state is None:
-                new.append(p)
-            elif _is_current(state[1], state[2], h):
-                report.unchanged += 1  # indexed meanwhile by a concurrent ingest
-                continue
+        write_prepared(conn, corpus, prepared, report)
+
+
+def write_prepared(conn: Any, corpus: CorpusInfo, prepared: list[_Prepared],
+                   report: IngestReport) -> None:
+    """Store prepared documents in the caller's transaction, under the corpus
+    write lock: new ones are added, changed ones replace their old version,
+    ones already indexed at this content are skipped."""
+    cid = corpus.corpus_id
+    conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
+    states = {
+        ext: (doc_id, content, indexed)
+        for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
+            "corpus_id": cid, "ids": [p.doc.external_id for p in prepared]})
+    }
+    work, new, reindex, same_content = [], [], [], []
+    for p in prepared:
+        h = content_hash(p.doc.title, p.doc.body)
+        state = states.get(p.doc.external_id)
+        if state is None:
+            new.append(p)
+        elif _is_current(state[1], state[2], h):
+            report.unchanged += 1  # indexed meanwhile by a concurrent writer: only metadata may differ
+            same_content.append(p.doc)
+            continue
+        else:
+            if state[1] != h:
+                conn.execute(query("update_document"), {
+                    "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
+                    "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
             else:
-                if state[1] != h:
-                    conn.execute(query("update_document"), {
-                        "corpus_id": cid, "document_id": state[0], "title": p.doc.title,
-                        "body": p.doc.body, "metadata": Jsonb(p.doc.metadata)})
-                reindex.append(state[0])
-            work.append(p)
-        if not work:
-            return
-        if reindex:
-            conn.execute(query("unindex_documents"), {
-                "corpus_id": cid, "document_ids": reindex, "keep": True})
-        ids = {ext: states[ext][0] for ext in states}
-        if new:
-            ids.update(conn.execute(query("insert_documents"), {
-                "corpus_id": cid,
-                "ids": [p.doc.external_id for p in new],
-                "titles": [p.doc.title for p in new],
-                "bodies": [p.doc.body for p in new],
-                "metadata": [Jsonb(p.doc.metadata) for p in new],
-            }).fetchall())
-        chunk_ids = _copy_rows(conn, cid, work, ids, report)
-        report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
-                                   [v for p in work for v in p.node_embeddings])
-        conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
-        conn.execute(query("mark_indexed"), {
-            "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
-        report.added += len(new)
-        report.replaced += len(work) - len(new)
+                same_content.append(p.doc)
+            reindex.append(state[0])
+        work.append(p)
+    if same_content:
+        conn.execute(query("update_metadata"), {
+            "corpus_id": cid, "ids": [d.external_id for d in same_content],
+            "metadata": [Jsonb(d.metadata) for d in same_content]})
+    if not work:
+        return
+    if reindex:
+        conn.execute(query("unindex_documents"), {
+            "corpus_id": cid, "document_ids": reindex, "keep": True})
+    ids = {ext: states[ext][0] for ext in states}
+    if new:
+        ids.update(conn.execute(query("insert_documents"), {
+            "corpus_id": cid,
+            "ids": [p.doc.external_id for p in new],
+            "titles": [p.doc.title for p in new],
+            "bodies": [p.doc.body for p in new],
+            "metadata": [Jsonb(p.doc.metadata) for p in new],
+        }).fetchall())
+    chunk_ids = _copy_rows(conn, cid, work, ids, report)
+    report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
+                               [v for p in work for v in p.node_embeddings])
+    conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
+    conn.execute(query("mark_indexed"), {
+        "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
+    report.added += len(new)
+    report.replaced += len(work) - len(new)
 
 
-def _copy_rows(conn: psycopg.Connection, cid: int, work: list[_Prepared],
+def _copy_rows(conn: Any, cid: int, work: list[_Prepared],
                ids: dict[str, int], report: IngestReport) -> list[int]:
     n_chunks = sum(len(p.chunks) for p in work)
     chunk_ids = [r[0] for r in conn.execute(query("allocate_chunk_ids"), {"n": n_chunks})]
     next_id = iter(chunk_ids)
-    with conn.cursor() as cur:
-        with cur.copy("COPY pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end) FROM STDIN") as cp:
-            for p in work:
-                doc_id = ids[p.doc.external_id]
-                for k, (s, e) in enumerate(p.sentences):
-                    cp.write_row((cid, doc_id, k, p.doc.body[s:e], s, e))
-                report.sentences += len(p.sentences)
-        entity_rows: list[tuple[int, int, str, str, int, int]] = []
-        with cur.copy("COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, "
-                      "last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY)") as cp:
-            cp.set_types(["int8", "int8", "int8", "int4", "int4", "int4", "int4", "int4", "text", "vector"])
-            for p in work:
-                doc_id = ids[p.doc.external_id]
-                entities = _unique(p.entities)
-                for c, vec in zip(p.chunks, p.embeddings):
-                    chunk_id = next(next_id)
-                    cp.write_row((cid, chunk_id, doc_id, c.ordinal, c.first, c.last, c.start, c.end, c.text, vec))
-                    entity_rows.extend(
-                        (cid, chunk_id, e.text, e.label, e.start, e.end)
-                        for e in entities if c.start <= e.start and e.end <= c.end)
-                report.chunks += len(p.chunks)
-        with cur.copy("COPY pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end) FROM STDIN") as cp:
-            for row in entity_rows:
-                cp.write_row(row)
-        report.entities += len(entity_rows)
+    sentences: list[tuple] = []
+    chunks: list[tuple] = []
+    entity_rows: list[tuple] = []
+    for p in work:
+        doc_id = ids[p.doc.external_id]
+        sentences.extend((cid, doc_id, k, p.doc.body[s:e], s, e) for k, (s, e) in enumerate(p.sentences))
+        entities = _unique(p.entities)
+        for c, vec in zip(p.chunks, p.embeddings):
+            chunk_id = next(next_id)
+            chunks.append((cid, chunk_id, doc_id, c.ordinal, c.first, c.last, c.start, c.end, c.text, vec))
+            entity_rows.extend((cid, chunk_id, e.text, e.label, e.start, e.end)
+                               for e in entities if c.start <= e.start and e.end <= c.end)
+    report.sentences += bulk.write(conn, "sentence", sentences)
+    report.chunks += bulk.write(conn, "chunk", chunks)
+    report.entities += bulk.write(conn, "chunk_entity", entity_rows)
     return chunk_ids
 
 

@@ -144,15 +144,24 @@ class LLM:
             self.usage.cached += 1
         else:
             reply = self._call(list(messages), params)
-            with self.db.transaction() as conn:
-                conn.execute(query("llm_cache_put"), {
-                    "corpus_id": self.corpus_id, "key": key, "model": self.model, "request": Jsonb(request),
-                    "response": reply.text, "finish_reason": reply.finish_reason,
-                    "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens})
+            if self._writable():
+                self._cache(key, request, reply)
         self.usage.calls += 1
         self.usage.prompt_tokens += reply.prompt_tokens
         self.usage.completion_tokens += reply.completion_tokens
         return reply
+
+    def _writable(self) -> bool:
+        """False in a read-only transaction or on a hot standby (inside the server):
+        the loops then run without writing the cache."""
+        return self.db.fetch_row("transaction_read_only")[0] is not True
+
+    def _cache(self, key: str, request: dict[str, Any], reply: Reply) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(query("llm_cache_put"), {
+                "corpus_id": self.corpus_id, "key": key, "model": self.model, "request": Jsonb(request),
+                "response": reply.text, "finish_reason": reply.finish_reason,
+                "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens})
 
     def _call(self, messages: list[Message], params: dict[str, Any]) -> Reply:
         import openai

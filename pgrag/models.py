@@ -301,3 +301,50 @@ class CorpusAcl(Base):
     corpus_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
     role_name: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class Follow(Base):
+    """A corpus that follows an application table (``pgrag.attach``)."""
+
+    __tablename__ = "follow"
+    __table_args__ = (
+        CheckConstraint("triples IN ('spacy', 'llm')"),
+        CheckConstraint("max_attempts >= 1"),
+        CheckConstraint("retry_seconds >= 0"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    source_schema: Mapped[str] = mapped_column(Text)
+    source_table: Mapped[str] = mapped_column(Text)
+    id_column: Mapped[str] = mapped_column(Text)
+    text_column: Mapped[str] = mapped_column(Text)
+    title_column: Mapped[str | None] = mapped_column(Text, nullable=True)
+    metadata_columns: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    triples: Mapped[str | None] = mapped_column(Text, nullable=True)
+    max_attempts: Mapped[int] = mapped_column(Integer, server_default=sa_text("5"))
+    retry_seconds: Mapped[float] = mapped_column(DOUBLE_PRECISION, server_default=sa_text("10"))
+    attached_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class FollowQueueItem(Base):
+    """A changed row of a followed table, waiting for a worker (written by the trigger)."""
+
+    __tablename__ = "follow_queue"
+    __table_args__ = (
+        CheckConstraint("op IN ('insert', 'update', 'delete')"),
+        Index("follow_queue_key_idx", "corpus_id", "source_key"),
+        Index("follow_queue_parked_idx", "corpus_id", postgresql_where=sa_text("parked_at IS NOT NULL")),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)   # no foreign key: see the migration
+    item_id: Mapped[int] = mapped_column(
+        BigInteger, primary_key=True, server_default=sa_text("nextval('pgrag.follow_queue_item_id_seq'::regclass)"))
+    source_key: Mapped[str] = mapped_column(Text)
+    op: Mapped[str] = mapped_column(Text)
+    enqueued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    attempts: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    run_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    parked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

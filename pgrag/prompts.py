@@ -6,6 +6,9 @@ that ``pgrag eval`` reports.
 
 from __future__ import annotations
 
+import re
+import string
+
 # Sent after a structured reply that did not parse (pgrag's own).
 REPAIR = (
     "Your previous reply could not be used: {error}. Reply again with only the JSON value, "
@@ -125,3 +128,64 @@ THREADRAG_ANSWER = (
     "Evidence:\n{context}\n\nQuestion: {question}\n\n"
     "Answer the question from the evidence with a short phrase only (a name, date, yes or no), no explanation."
 )
+
+
+# ---------------------------------------------------------------------------
+# Identification: which of the prompts above a chat request is. Used by the
+# oracle reader (pgrag.oracle) to answer each prompt in its expected format;
+# the templates themselves are the patterns, so a changed prompt is recognised
+# as long as its fields stay.
+# ---------------------------------------------------------------------------
+
+# kind -> (system message or None, user template)
+KINDS: dict[str, tuple[str | None, str]] = {
+    "ner": (NER_SYSTEM, NER_USER),
+    "triples": (TRIPLES_SYSTEM, TRIPLES_USER),
+    "t2rag_decompose": (T2RAG_DECOMPOSE_SYSTEM, T2RAG_DECOMPOSE_USER),
+    "t2rag_resolve": (T2RAG_RESOLVE_SYSTEM, T2RAG_RESOLVE_USER),
+    "t2rag_answer": (T2RAG_ANSWER_SYSTEM, T2RAG_ANSWER_USER),
+    "t2rag_answer_forced": (T2RAG_ANSWER_SYSTEM, T2RAG_ANSWER_FORCED_USER),
+    "cirag_integrate": (CIRAG_INTEGRATE_SYSTEM, CIRAG_INTEGRATE_USER),
+    "cirag_answer": (CIRAG_ANSWER_SYSTEM, CIRAG_ANSWER_USER),
+    "threadrag_entities": (None, THREADRAG_ENTITIES),
+    "threadrag_sufficient": (None, THREADRAG_SUFFICIENT),
+    "threadrag_answer": (None, THREADRAG_ANSWER),
+}
+
+
+def _pattern(template: str) -> "re.Pattern[str]":
+    """A template as a regular expression: its literal text exactly, each field a
+    named lazy group (a field used twice must hold the same text twice)."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for literal, name, _spec, _conv in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.*?)")
+            seen.add(name)
+    return re.compile("".join(parts), re.DOTALL)
+
+
+_PATTERNS = {kind: (system, _pattern(user)) for kind, (system, user) in KINDS.items()}
+
+
+def identify(messages: "list[dict[str, str]]") -> "tuple[str, dict[str, str]] | None":
+    """``(kind, fields)`` for a chat request built from one of the prompts above
+    (``fields`` are the template's fields as filled in), or None. A request that
+    repairs an earlier reply (``REPAIR`` appended) is the prompt it repairs."""
+    system = next((m["content"] for m in messages if m.get("role") == "system"), None)
+    user = next((m["content"] for m in messages if m.get("role") == "user"), None)
+    if user is None:
+        return None
+    found: list[tuple[int, str, dict[str, str]]] = []
+    for kind, (want_system, pattern) in _PATTERNS.items():
+        match = pattern.fullmatch(user) if want_system == system else None
+        if match:
+            # A field can swallow another template's literal text (the forced
+            # T2RAG answer also matches the plain one): the match that leaves
+            # the least text to its fields is the template that was used.
+            found.append((sum(len(v) for v in match.groupdict().values()), kind, match.groupdict()))
+    if not found:
+        return None
+    _, kind, fields = min(found, key=lambda f: f[0])
+    return kind, fields

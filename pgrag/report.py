@@ -42,14 +42,42 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def loop_table(report: dict[str, Any]) -> str:
+    """The LLM loops (methods with rounds and LLM calls): Recall@k, EM, F1,
+    rounds and LLM calls per question, T2RAG's share of questions with every
+    placeholder resolved; then, for an oracle run, where the failures lost
+    their evidence. Empty when no method ran a loop with an LLM."""
+    keys = recall_keys(report)
+    n = max(report["questions"], 1)
+    loops = {name: m for name, m in report["methods"].items() if m.get("rounds") is not None and m["llm_calls"]}
+    if not loops:
+        return ""
+    header = ["method", *(k.replace("recall@", "R@") for k in keys), "EM", "F1", "rounds/q", "LLM calls/q",
+              "all placeholders resolved %"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, m in loops.items():
+        cells = [name, *(_fmt(m[k]) for k in keys), _fmt(m["em"]), _fmt(m["f1"]), _fmt(m["rounds"], 2),
+                 _fmt(m["llm_calls"] / n, 2), _fmt(m.get("resolved"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    if report.get("failures"):
+        lines += ["", "Where the failed questions lost their evidence (pgrag.oracle.diagnose):", ""]
+        lines += [f"- {name}: " + ", ".join(f"{label} {count}" for label, count in labels.items())
+                  for name, labels in report["failures"].items()]
+    return "\n".join(lines)
+
+
 def markdown_report(report: dict[str, Any]) -> str:
     c = report["corpus"]
+    reader = ("\n\nReader: the oracle (pgrag.oracle), which answers each prompt from the question's gold "
+              "evidence and the prompt's own text: an upper bound under ideal reasoning, not a model's figures."
+              if report.get("reader") == "oracle" else "")
+    loops = loop_table(report)
     return (
         f"Corpus `{c['file']}` ({c['documents']} documents, {c['chunks']} chunks, "
         f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s); "
         f"{report['questions']} questions; each method returned {report['depth']} chunks, "
-        f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent.\n\n"
-        + markdown_table(report) + "\n"
+        f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent.{reader}\n\n"
+        + markdown_table(report) + "\n" + ("\nThe LLM loops:\n\n" + loops + "\n" if loops else "")
     )
 
 

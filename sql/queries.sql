@@ -169,6 +169,12 @@ SELECT token_id, term FROM pgrag.token WHERE corpus_id = %(corpus_id)s ORDER BY 
 COPY (SELECT token_a, token_b, weight FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s)
 TO STDOUT (FORMAT binary);
 
+-- name: graph_edges_arrays
+-- Every co-occurrence edge as three arrays (inside the server, where there is no COPY).
+SELECT coalesce(array_agg(token_a), ARRAY[]::bigint[]) AS a, coalesce(array_agg(token_b), ARRAY[]::bigint[]) AS b,
+       coalesce(array_agg(weight), ARRAY[]::bigint[]) AS w
+FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s;
+
 -- name: tigrag_pool
 -- TIGRAG graph-weighted scoring and cumulative-mass pool (one hop).
 SELECT chunk_id, rho, candidates
@@ -196,8 +202,9 @@ WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s);
 SELECT * FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s);
 
 -- name: ppr
--- Personalized PageRank over the token graph, in SQL.
-SELECT term, score FROM pgrag.ppr(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
+-- Personalized PageRank over the token graph, in pure SQL (pgrag.ppr uses scipy
+-- in the server when it has PL/Python).
+SELECT term, score FROM pgrag.ppr_sql(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
 
 -- name: tigrag
 -- Single-hop TIGRAG in SQL.
@@ -442,6 +449,104 @@ SELECT pgrag.disable_tenant_isolation();
 SELECT c.name, a.role_name FROM pgrag.corpus_acl a JOIN pgrag.corpus c USING (corpus_id)
 ORDER BY c.name, a.role_name;
 
+-- name: has_plpython
+-- Whether the in-server runtime's language is enabled in this database.
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
+
+-- name: record_python_path
+-- Where the server's PL/Python imports pgrag from (the schema owner only).
+SELECT pgrag._record_python_path(%(paths)s::text[]);
+
+-- name: runtime_facts
+-- The in-server runtime's language (NULL without one) and the recorded import paths.
+SELECT pgrag.runtime(), pgrag._python_path();
+
+-- name: retrieve_sql
+-- Any registered method through the in-server runtime (pgrag bench --via sql).
+SELECT rank, chunk_id, score, document_id, external_id, title, chunk_ordinal, first_sentence, last_sentence,
+       char_start, char_end, text, details
+FROM pgrag.retrieve(%(corpus)s, %(question)s, %(method)s, %(k)s, %(options)s::jsonb);
+
+-- The bulk writes of ingest (pgrag/bulk.py): COPY from a client process, one
+-- INSERT of column arrays inside the server (SPI has no COPY).
+
+-- name: copy_sentence
+-- Rows of pgrag.sentence by binary COPY.
+COPY pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_sentence
+-- Rows of pgrag.sentence as one array per column.
+INSERT INTO pgrag.sentence (corpus_id, document_id, ordinal, text, char_start, char_end)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(text)s::text[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[]);
+
+-- name: copy_chunk
+-- Rows of pgrag.chunk by binary COPY.
+COPY pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_chunk
+-- Rows of pgrag.chunk as one array per column.
+INSERT INTO pgrag.chunk (corpus_id, chunk_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(chunk_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(first_sentence)s::integer[],
+       %(last_sentence)s::integer[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[],
+       %(text)s::text[],
+       %(embedding)s::vector[]);
+
+-- name: copy_chunk_entity
+-- Rows of pgrag.chunk_entity by binary COPY.
+COPY pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_chunk_entity
+-- Rows of pgrag.chunk_entity as one array per column.
+INSERT INTO pgrag.chunk_entity (corpus_id, chunk_id, entity, label, char_start, char_end)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(chunk_id)s::bigint[],
+       %(entity)s::text[],
+       %(label)s::text[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[]);
+
+-- name: copy_semantic_node
+-- Rows of pgrag.semantic_node by binary COPY.
+COPY pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_semantic_node
+-- Rows of pgrag.semantic_node as one array per column.
+INSERT INTO pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(ordinal)s::integer[],
+       %(first_sentence)s::integer[],
+       %(last_sentence)s::integer[],
+       %(char_start)s::integer[],
+       %(char_end)s::integer[],
+       %(text)s::text[],
+       %(embedding)s::vector[]);
+
+-- name: transaction_read_only
+-- Whether this transaction may write (false on a hot standby too).
+SELECT current_setting('transaction_read_only') = 'on';
+
+-- name: llm_settings_server
+-- The LLM settings of this session (SET, ALTER ROLE/DATABASE, postgresql.conf), and
+-- what is left of statement_timeout (ms; 0 when there is none).
+SELECT nullif(current_setting('pgrag.llm_base_url', true), '') AS base_url,
+       nullif(current_setting('pgrag.llm_model', true), '') AS model,
+       nullif(current_setting('pgrag.llm_api_key', true), '') AS api_key,
+       nullif(current_setting('pgrag.llm_timeout', true), '') AS timeout,
+       (SELECT setting::float8 FROM pg_settings WHERE name = 'statement_timeout') AS statement_timeout_ms,
+       extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS elapsed_ms;
+
 -- ---------------------------------------------------------------------------
 -- Citus (pgrag.distribute, sql/distribute.sql)
 -- ---------------------------------------------------------------------------
@@ -473,3 +578,128 @@ SELECT * FROM pgrag.distribution();
 -- name: corpus_placement
 -- The shard of each distributed table holding a corpus, and its worker.
 SELECT * FROM pgrag.corpus_placement(%(corpus)s);
+
+-- name: llm_cache_forget_model
+-- Drop the cached replies of one model (the oracle reader's replies of one run).
+DELETE FROM pgrag.llm_cache WHERE corpus_id = %(corpus_id)s AND model = %(model)s;
+
+-- ---------------------------------------------------------------------------
+-- Following an application table (pgrag.follow; sql/follow.sql)
+-- ---------------------------------------------------------------------------
+
+-- name: follow_attach
+-- Attach a corpus to an application table; returns the number of items enqueued.
+SELECT pgrag.attach(%(corpus)s, %(source)s, id_column => %(id_column)s, text_column => %(text_column)s,
+                    title_column => %(title_column)s, metadata_columns => %(metadata_columns)s::text[],
+                    triples => %(triples)s, embedding_model => %(embedding_model)s,
+                    embedding_dim => %(embedding_dim)s, max_attempts => %(max_attempts)s,
+                    retry_seconds => %(retry_seconds)s);
+
+-- name: follow_detach
+-- Remove a corpus's triggers and queue (and, optionally, the corpus).
+SELECT pgrag.detach(%(corpus)s, %(drop_corpus)s);
+
+-- name: follow_list
+-- Every attachment (or the named corpus's), with its corpus row.
+SELECT f.corpus_id, c.name, f.source_schema, f.source_table, f.id_column, f.text_column, f.title_column,
+       f.metadata_columns, f.triples, f.max_attempts, f.retry_seconds, f.attached_at, f.last_processed_at
+FROM pgrag.follow f JOIN pgrag.corpus c ON c.corpus_id = f.corpus_id
+WHERE %(corpus)s::text IS NULL OR c.name = %(corpus)s::text
+ORDER BY c.name;
+
+-- name: follow_take
+-- Lock a batch of due queue items (FOR UPDATE SKIP LOCKED: other workers take
+-- others), plus every other unlocked item of the same keys, parked ones
+-- included: one write of a key's current row settles them all.
+WITH picked AS (
+    SELECT q.source_key FROM pgrag.follow_queue q
+    WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NULL
+      AND (q.run_after IS NULL OR q.run_after <= clock_timestamp())
+      AND (%(keys)s::text[] IS NULL OR q.source_key = ANY (%(keys)s::text[]))
+    ORDER BY q.item_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+SELECT q.item_id, q.source_key, q.attempts
+FROM pgrag.follow_queue q
+WHERE q.corpus_id = %(corpus_id)s AND q.source_key IN (SELECT p.source_key FROM picked p)
+ORDER BY q.item_id
+FOR UPDATE SKIP LOCKED;
+
+-- name: follow_hold
+-- Mark held items in progress for pgrag.sync_status (advisory locks, released at commit).
+SELECT count(*) FILTER (WHERE pg_try_advisory_xact_lock(74142472, (x.item_id %% 2147483647)::int))
+FROM unnest(%(item_ids)s::bigint[]) AS x(item_id);
+
+-- name: follow_source
+-- The source table's current rows for some keys (absent keys have no row).
+SELECT source_key, title, body, metadata FROM pgrag.follow_source(%(corpus_id)s, %(keys)s::text[]);
+
+-- name: follow_done
+-- Delete processed queue items.
+DELETE FROM pgrag.follow_queue
+WHERE corpus_id = %(corpus_id)s AND item_id = ANY (%(item_ids)s::bigint[]);
+
+-- name: follow_failed
+-- Record failures: per key, older items are dropped and the newest gets one more
+-- attempt, an error and a retry time (retry_seconds * 2^(attempts-1)), or is
+-- parked once attempts reach the corpus's max_attempts.
+WITH gone AS (
+    DELETE FROM pgrag.follow_queue
+    WHERE corpus_id = %(corpus_id)s AND item_id = ANY (%(drop_ids)s::bigint[])
+)
+UPDATE pgrag.follow_queue q
+SET attempts = x.attempts,
+    last_error = x.error,
+    run_after = clock_timestamp() + make_interval(secs => f.retry_seconds * power(2, x.attempts - 1)),
+    parked_at = CASE WHEN x.attempts >= f.max_attempts THEN clock_timestamp() END
+FROM unnest(%(item_ids)s::bigint[], %(attempts)s::integer[], %(errors)s::text[]) AS x(item_id, attempts, error),
+     pgrag.follow f
+WHERE q.corpus_id = %(corpus_id)s AND q.item_id = x.item_id AND f.corpus_id = q.corpus_id
+RETURNING q.source_key, q.parked_at IS NOT NULL;
+
+-- name: follow_processed
+-- When a worker last committed a batch of a corpus.
+UPDATE pgrag.follow SET last_processed_at = now() WHERE corpus_id = %(corpus_id)s;
+
+-- name: follow_requeue
+-- Put parked items (all, or some keys') back in the queue with a fresh retry count.
+WITH back AS (
+    UPDATE pgrag.follow_queue q
+    SET parked_at = NULL, attempts = 0, run_after = NULL
+    WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NOT NULL
+      AND (%(keys)s::text[] IS NULL OR q.source_key = ANY (%(keys)s::text[]))
+    RETURNING q.item_id
+)
+SELECT count(*), pg_notify('pgrag_follow', %(corpus_id)s::text) FROM back;
+
+-- name: follow_parked
+-- Parked items of a corpus with their errors.
+SELECT item_id, source_key, op, attempts, last_error, enqueued_at, parked_at
+FROM pgrag.follow_queue
+WHERE corpus_id = %(corpus_id)s AND parked_at IS NOT NULL
+ORDER BY item_id;
+
+-- name: follow_next_due
+-- Seconds until the earliest item waiting out a retry delay becomes due (NULL if none).
+SELECT extract(epoch FROM min(run_after) - clock_timestamp())::float8
+FROM pgrag.follow_queue
+WHERE corpus_id = ANY (%(corpus_ids)s::bigint[]) AND parked_at IS NULL AND run_after > clock_timestamp();
+
+-- name: follow_has_due
+-- Whether a corpus has an item a worker could take now.
+SELECT EXISTS (SELECT 1 FROM pgrag.follow_queue q
+               WHERE q.corpus_id = %(corpus_id)s AND q.parked_at IS NULL
+                 AND (q.run_after IS NULL OR q.run_after <= clock_timestamp()));
+
+-- name: follow_wake
+-- Wake every listening worker.
+SELECT pg_notify('pgrag_follow', 'wake');
+
+-- name: sync_status
+-- The pgrag.sync_status view (every attached corpus, or one).
+SELECT corpus, source, pending, in_progress, retrying, parked, last_error, last_processed_at,
+       extract(epoch FROM lag)::float8
+FROM pgrag.sync_status
+WHERE %(corpus)s::text IS NULL OR corpus = %(corpus)s::text
+ORDER BY corpus;

@@ -20,6 +20,27 @@ for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
     del os.environ[_name]
 
 TEMPLATE = "pgrag_template"
+# The shared benchmark data sits beside the checkout (../shared/bench); a fresh
+# clone elsewhere has none, and the tests that read it skip.
+BENCH_2WIKI = Path(__file__).resolve().parents[2] / "shared" / "bench" / "2wiki"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that drive the real local LLM are slow (model start-up, generation):
+    they carry the ``llm`` and ``slow`` markers, so `make test-fast` skips them."""
+    for item in items:
+        if "local_llm_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.llm)
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def bench_2wiki() -> Path:
+    """../shared/bench/2wiki, or a skip saying where it was looked for."""
+    if not (BENCH_2WIKI / "corpus.json").is_file() or not (BENCH_2WIKI / "questions.jsonl").is_file():
+        pytest.skip(f"the 2Wiki benchmark data is absent (looked for {BENCH_2WIKI}/corpus.json and "
+                    "questions.jsonl: ../shared/bench/2wiki beside the checkout)")
+    return BENCH_2WIKI
 
 
 def _with_database(uri: str, name: str) -> str:

@@ -98,3 +98,75 @@ class FakeLLM:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class RecordingProxy:
+    """A pass-through HTTP proxy in front of a real OpenAI-compatible server that
+    records every request body and every JSON reply, so that tests can hold the
+    client's accounting against what the server itself reported.
+
+        with RecordingProxy(real_base_url) as proxy:
+            settings = LLMSettings(base_url=proxy.base_url, model=...)
+            ...
+            proxy.exchanges   # [(request body, reply body), ...] in order
+    """
+
+    def __init__(self, upstream_base_url: str) -> None:
+        from urllib.parse import urlsplit
+
+        upstream = urlsplit(upstream_base_url)
+        self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self, method: str) -> None:
+                import http.client
+
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=600)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                conn.request(method, self.path, body=body or None, headers=headers)
+                reply = conn.getresponse()
+                data = reply.read()
+                if method == "POST":
+                    try:
+                        proxy.exchanges.append((json.loads(body or b"{}"), json.loads(data)))
+                    except ValueError:
+                        proxy.exchanges.append((json.loads(body or b"{}"), {"unparsed": data.decode(errors="replace")}))
+                self.send_response(reply.status)
+                for key, value in reply.getheaders():
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def usage(self) -> tuple[int, int]:
+        """(prompt, completion) tokens the server reported over every reply."""
+        replies = [reply.get("usage") or {} for _, reply in self.exchanges]
+        return sum(u.get("prompt_tokens", 0) for u in replies), sum(u.get("completion_tokens", 0) for u in replies)
+
+    def __enter__(self) -> "RecordingProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,47 +1,83 @@
-"""Retrieval methods, one module each, looked up by name.
+"""Retrieval methods, one module each, one registry entry each.
 
-A method is a function ``(corpus, question, k, **options) -> Hits``. The
-built-in ones are below; an application or a researcher can add its own with
-``register`` and compare it in ``pgrag.evaluate`` like any other.
+A method is a ``MethodSpec``: its name, a ``run(ctx, question, k, settings) ->
+Hits`` function over a ``pgrag.context.Context``, its settings (a frozen
+dataclass whose fields are the method's options, or None for no options) and
+what it needs (triples, an LLM). ``run(ctx, name, question, k, options)`` below
+is the one entry point, used by ``kb.retrieve`` in a client process and by SQL's
+``pgrag.retrieve`` inside the server. An application or a researcher adds its
+own method with ``register`` and compares it in ``pgrag.evaluate`` like any other.
 """
 
 from __future__ import annotations
 
-import inspect
-import time
-from collections.abc import Callable
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import PgragError, UnknownMethod
+from ..exceptions import InputError, PgragError, UnknownMethod
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
-    from ..llm import LLM
-    from ..results import Hits, Trace
+    from ..context import Context
+    from ..results import Hits
 
-Method = Callable[..., "Hits"]  # (corpus, question, k, **options) -> Hits
+Run = Callable[["Context", str, int, Any], "Hits"]   # (ctx, question, k, settings) -> Hits
 
 MAIN = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")   # what the demo and eval run by default
-_registered: dict[str, Method] = {}
 
 
-def registry() -> dict[str, Method]:
+@dataclass(frozen=True, kw_only=True)
+class MethodSpec:
+    """One registered method."""
+
+    name: str
+    run: Run
+    settings: Any = None            # default settings (a frozen dataclass instance); None: no options
+    needs_triples: bool = False     # retrieves triples/propositions (the corpus must have them)
+    takes_llm: bool = False         # uses ``ctx.llm`` when there is one
+    answers: bool = False           # returns an answer (``Hits.answer``), not only hits
+
+    def options(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self.settings)] if self.settings is not None else []
+
+    def configure(self, options: Mapping[str, Any]) -> Any:
+        """The settings with ``options`` applied; a clear error for a bad one."""
+        if not options:
+            return self.settings
+        if self.settings is None:
+            raise PgragError(f"method {self.name!r} does not take option(s) {', '.join(options)} (it takes none)")
+        unknown = [k for k in options if k not in self.options()]
+        if unknown:
+            raise PgragError(f"method {self.name!r} does not take option(s) {', '.join(unknown)} "
+                             f"(settings: {', '.join(self.options())})")
+        try:
+            return dataclasses.replace(self.settings, **options)
+        except (TypeError, ValueError) as exc:
+            raise PgragError(f"bad {self.name} option: {exc} (settings: {', '.join(self.options())})") from exc
+
+
+_registered: dict[str, MethodSpec] = {}
+
+
+@functools.cache
+def _builtin() -> dict[str, MethodSpec]:
     from . import bm25, cirag, dense, hybrid, t2rag, threadrag, tigrag
 
-    methods: dict[str, Method] = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
-    methods.update({name: tigrag.retriever(name) for name in tigrag.PRESETS})
-    methods["t2rag"] = t2rag.retrieve
-    methods["threadrag"] = threadrag.retrieve
-    methods["cirag"] = cirag.retrieve
-    methods.update(_registered)
-    return methods
+    specs = [dense.SPEC, bm25.SPEC, hybrid.SPEC, *tigrag.SPECS, t2rag.SPEC, threadrag.SPEC, cirag.SPEC]
+    return {s.name: s for s in specs}
 
 
-def register(name: str, method: Method) -> None:
-    """Add a method under ``name`` (for this process). Built-in names are taken."""
-    if not name or name in registry() and name not in _registered:
-        raise PgragError(f"method name {name!r} is empty or already built in")
-    _registered[name] = method
+def registry() -> dict[str, MethodSpec]:
+    return {**_builtin(), **_registered}
+
+
+def register(spec: MethodSpec) -> None:
+    """Add a method (for this process). Built-in names are taken."""
+    if not spec.name or spec.name in _builtin():
+        raise PgragError(f"method name {spec.name!r} is empty or already built in")
+    _registered[spec.name] = spec
 
 
 def unregister(name: str) -> None:
@@ -54,7 +90,7 @@ def names(*, variants: bool = True) -> list[str]:
     return list(registry()) if variants else [n for n in registry() if n in MAIN or n in _registered]
 
 
-def get(name: str) -> Method:
+def get(name: str) -> MethodSpec:
     methods = registry()
     if name not in methods:
         raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")
@@ -62,41 +98,30 @@ def get(name: str) -> Method:
 
 
 def takes_option(name: str, option: str) -> bool:
-    """Whether method ``name`` accepts ``option`` as a keyword (e.g. ``llm``)."""
-    params = inspect.signature(get(name)).parameters
-    return option in params and params[option].kind in (params[option].KEYWORD_ONLY,
-                                                          params[option].POSITIONAL_OR_KEYWORD)
-
-
-def encode(kb: "Corpus", texts: list[str], trace: "Trace") -> list[Any]:
-    """Embeddings of ``texts`` with the corpus's model, timed as the trace's "embed" stage."""
-    t0 = time.perf_counter()
-    out = list(kb.embedder.encode(texts)) if texts else []
-    trace.time("embed", t0)
-    return out
+    """Whether method ``name`` accepts ``option`` (``llm`` for the LLM-driven ones)."""
+    spec = get(name)
+    return spec.takes_llm if option == "llm" else option in spec.options()
 
 
 def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:
     """Whether any of the methods retrieves triples/propositions (so the corpus
     must have them extracted first)."""
-    return any(getattr(get(name), "needs_triples", False) for name in method_names)
+    return any(get(name).needs_triples for name in method_names)
 
 
-def resolve_llm(kb: "Corpus", llm: "LLM | bool | None") -> "LLM | None":
-    """The LLM an LLM-driven method uses: ``llm`` itself (re-bound to this
-    corpus's cache, so no reply crosses corpora), none when ``llm`` is False,
-    else the one configured in the environment (PGRAG_LLM_*), else none."""
-    from ..llm import LLMSettings
-
-    if llm is False:
-        return None
-    if llm is None or llm is True:
-        settings = LLMSettings.from_env()
-        return kb.llm(settings) if settings.configured else None
-    return llm if llm.corpus_id == kb.id else kb.llm(llm.settings)
-
-
-def without_llm_note(llm: Any) -> str:
-    """The trace's explanation when a method runs without an LLM."""
-    return ("LLM disabled (llm=False)" if llm is False else
-            "no LLM configured (PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL, or llm=...): retrieval-only fallback")
+def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[str, Any] | None = None) -> "Hits":
+    """Run method ``name``: the one entry point of both homes (client and server)."""
+    if not isinstance(question, str):
+        raise InputError("question must be a string")
+    if not question.strip():
+        raise InputError("question is empty")
+    try:  # a lone surrogate can be neither embedded nor sent to PostgreSQL
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"the question is not valid Unicode (lone surrogate at position {error.start})") from None
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise InputError("k must be an integer of at least 1")
+    spec = get(name)
+    settings = spec.configure(options or {})
+    # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
+    return spec.run(ctx, question.replace("\x00", " "), k, settings)

@@ -37,23 +37,18 @@ gave Recall@2/@5 47.5/59.2, weight 1 gave 52.9/61.9 (dense retrieval: 52.2/64.2)
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
-from ..exceptions import PgragError
 from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
-from . import resolve_llm, without_llm_note
+from . import MethodSpec
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
-    from ..evaluate import Question
+    from ..context import Context
     from ..llm import LLM
 
 GRANULARITIES = ("triples", "sentences", "passages")
@@ -145,63 +140,49 @@ class _State:
     finish: str = "natural"
 
 
-def retrieve(kb: "Corpus", question: str, k: int, *, llm: "LLM | bool | None" = None, **options: Any) -> Hits:
-    """CIRAG; ``options`` override ``CiragSettings`` (e.g. ``rounds=2``)."""
-    try:
-        settings = CiragSettings(**options)
-    except (TypeError, ValueError) as exc:
-        known = ", ".join(f.name for f in dataclasses.fields(CiragSettings))
-        raise PgragError(f"bad cirag option: {exc} (settings: {known})") from exc
-    client = resolve_llm(kb, llm)
-    return run(kb, question, k, settings, client, llm_option=llm)
-
-
-def run(kb: "Corpus", question: str, k: int, settings: CiragSettings, llm: "LLM | None",
-        *, llm_option: Any = None) -> Hits:
+def run(ctx: "Context", question: str, k: int, settings: CiragSettings) -> Hits:
+    """CIRAG with ``ctx.llm``; without one, a single construction round."""
+    llm = ctx.llm
     trace = Trace(method="cirag", query=question)
     trace.step("settings", **dataclasses.asdict(settings), llm=llm.model if llm else None)
-    before = dataclasses.replace(llm.usage) if llm is not None else None
     answer: str | None = None
-    try:
-        extractor = _extractor(kb, settings, llm)
-        state = _loop(kb, question, settings, llm, extractor, trace)
+    with ctx.charged(trace):
+        extractor = _extractor(ctx, settings, llm)
+        state = _loop(ctx, question, settings, llm, extractor, trace)
         trace.outcome["finish"] = state.finish
         if llm is None:
-            trace.step("fallback", note=without_llm_note(llm_option),
+            trace.step("fallback", note=ctx.llm_note,
                        done="one construction round with the question; no integration, no cascade")
             trace.outcome["granularity"] = "none"
         else:
-            answer = _cascade(kb, question, state, llm, settings, trace)
-        hits = _hits(kb, state, k, settings.document_weight, trace)
-    finally:
-        if llm is not None and before is not None:
-            trace.charge(llm.usage.since(before))
+            answer = _cascade(ctx, question, state, llm, settings, trace)
+        hits = _hits(ctx, state, k, settings.document_weight, trace)
     return Hits(hits, trace, answer=answer)
 
 
 # -- construction --------------------------------------------------------------
 
-def _extractor(kb: "Corpus", settings: CiragSettings, llm: "LLM | None") -> str:
+def _extractor(ctx: "Context", settings: CiragSettings, llm: "LLM | None") -> str:
     if settings.extractor is not None:
         return settings.extractor
-    used = [name for name, _ in kb.db.fetchall("corpus_extractors", {"corpus_id": kb.id})]
+    used = [name for name, _ in ctx.db.fetchall("corpus_extractors", {"corpus_id": ctx.id})]
     return "llm" if "llm" in used and llm is not None else "spacy"
 
 
-def construct(kb: "Corpus", query: str, settings: CiragSettings, llm: "LLM | None", extractor: str,
+def construct(ctx: "Context", query: str, settings: CiragSettings, llm: "LLM | None", extractor: str,
               trace: Trace, number: int = 1) -> Round:
     """One construction phase: K documents, missing triples extracted, N candidates."""
     t0 = time.perf_counter()
-    vector = kb.embedder.encode([query])[0]
+    vector = ctx.encode([query])[0]
     t1 = time.perf_counter()
-    docs = kb.db.fetchall("cirag_documents", {"corpus": kb.name, "embedding": vector,
+    docs = ctx.db.fetchall("cirag_documents", {"corpus": ctx.name, "embedding": vector,
                                               "documents": settings.documents,
                                               "query": query if settings.fusion else None})
     doc_ids = [d[1] for d in docs]
     t2 = time.perf_counter()
-    extracted = _extract_missing(kb, doc_ids, settings, llm, extractor, trace) if doc_ids else 0
+    extracted = _extract_missing(ctx, doc_ids, settings, llm, extractor, trace) if doc_ids else 0
     t3 = time.perf_counter()
-    rows = kb.db.fetchall("cirag_triples", {"corpus": kb.name, "embedding": vector, "document_ids": doc_ids,
+    rows = ctx.db.fetchall("cirag_triples", {"corpus": ctx.name, "embedding": vector, "document_ids": doc_ids,
                                             "candidates": settings.candidates, "extractor": extractor})
     t4 = time.perf_counter()
     doc_scores = {d[1]: float(d[2]) for d in docs}
@@ -216,19 +197,19 @@ def construct(kb: "Corpus", query: str, settings: CiragSettings, llm: "LLM | Non
     return Round(number=number, query=query, candidates=candidates, documents=[(d[1], d[3]) for d in docs])
 
 
-def _extract_missing(kb: "Corpus", doc_ids: list[int], settings: CiragSettings, llm: "LLM | None",
+def _extract_missing(ctx: "Context", doc_ids: list[int], settings: CiragSettings, llm: "LLM | None",
                      extractor: str, trace: Trace) -> int:
     """Extract triples from the documents' chunks no extractor run has processed."""
     if not settings.extract_missing or (extractor == "llm" and llm is None):
         return 0
-    missing = [r[0] for r in kb.db.fetchall("cirag_unextracted", {
-        "corpus_id": kb.id, "document_ids": doc_ids, "extractor": extractor})]
+    missing = [r[0] for r in ctx.db.fetchall("cirag_unextracted", {
+        "corpus_id": ctx.id, "document_ids": doc_ids, "extractor": extractor})]
     if not missing:
         return 0
     from ..extract import extract_triples
 
     try:
-        report = extract_triples(kb, extractor, llm=llm if extractor == "llm" else None, chunk_ids=missing,
+        report = extract_triples(ctx, extractor, llm=llm if extractor == "llm" else None, chunk_ids=missing,
                                  progress=False)
     except LLMError as exc:   # endpoint down: rank the triples already stored
         trace.step("extract_error", error=str(exc))
@@ -238,12 +219,12 @@ def _extract_missing(kb: "Corpus", doc_ids: list[int], settings: CiragSettings, 
 
 # -- integration ---------------------------------------------------------------
 
-def _loop(kb: "Corpus", question: str, settings: CiragSettings, llm: "LLM | None", extractor: str,
+def _loop(ctx: "Context", question: str, settings: CiragSettings, llm: "LLM | None", extractor: str,
           trace: Trace) -> _State:
     state = _State()
     query = question
     for number in range(1, settings.rounds + 1):
-        current = construct(kb, query, settings, llm, extractor, trace, number)
+        current = construct(ctx, query, settings, llm, extractor, trace, number)
         state.rounds.append(current)
         if llm is None:
             state.finish = "no_llm"
@@ -382,7 +363,7 @@ def is_refusal(reply: str | None) -> bool:
     return not text or text in _BARE_REFUSALS or _REFUSALS.search(text) is not None
 
 
-def evidence(kb: "Corpus", state: _State, trace: Trace) -> dict[str, list[str]]:
+def evidence(ctx: "Context", state: _State, trace: Trace) -> dict[str, list[str]]:
     """The context of each granularity from the cumulative sets; when the
     integrator kept no triple at all, from the first round's candidates."""
     core = _unique([c for r in state.rounds for c in r.core], key=lambda c: c.triple_id)
@@ -393,7 +374,7 @@ def evidence(kb: "Corpus", state: _State, trace: Trace) -> dict[str, list[str]]:
     chunk_ids = list(dict.fromkeys(c.chunk_id for c in core))
     passages: dict[int, str] = {}
     if chunk_ids:
-        for chunk_id, title, text in kb.db.fetchall("chunk_texts", {"corpus_id": kb.id, "chunk_ids": chunk_ids}):
+        for chunk_id, (title, text) in ctx.chunk_texts(chunk_ids).items():
             passages[chunk_id] = f"{title}: {' '.join(text.split())}"
     return {
         "triples": [c.text for c in core],
@@ -402,10 +383,10 @@ def evidence(kb: "Corpus", state: _State, trace: Trace) -> dict[str, list[str]]:
     }
 
 
-def _cascade(kb: "Corpus", question: str, state: _State, llm: "LLM", settings: CiragSettings,
+def _cascade(ctx: "Context", question: str, state: _State, llm: "LLM", settings: CiragSettings,
              trace: Trace) -> str | None:
     t0 = time.perf_counter()
-    contexts = evidence(kb, state, trace)
+    contexts = evidence(ctx, state, trace)
     answer: str | None = None
     tried: list[dict[str, Any]] = []
     if not any(contexts.values()):   # nothing was constructed: no evidence to answer from
@@ -442,7 +423,7 @@ def _cascade(kb: "Corpus", question: str, state: _State, llm: "LLM", settings: C
 
 # -- hits ----------------------------------------------------------------------
 
-def _hits(kb: "Corpus", state: _State, k: int, weight: float, trace: Trace) -> list[Any]:
+def _hits(ctx: "Context", state: _State, k: int, weight: float, trace: Trace) -> list[Any]:
     order: dict[int, dict[str, Any]] = {}
     score: dict[int, float] = {}
 
@@ -461,10 +442,7 @@ def _hits(kb: "Corpus", state: _State, k: int, weight: float, trace: Trace) -> l
         for rank, (_doc, chunk_id) in enumerate(r.documents, start=1):
             add(chunk_id, 0.0, round=r.number, core=False, document_rank=rank)
     chosen = list(order)[:k]
-    t0 = time.perf_counter()
-    rows = kb.db.fetchall("hits", {"corpus_id": kb.id, "chunk_ids": chosen, "scores": [score[c] for c in chosen]})
-    trace.timings_ms["provenance"] = (time.perf_counter() - t0) * 1000
-    return [dataclasses.replace(h, details=order[h.provenance.chunk_id]) for h in kb.hits_from_rows(rows)]
+    return ctx.hits(chosen, [score[c] for c in chosen], [order[c] for c in chosen], trace)
 
 
 def _unique(items: list[Any], key: Any) -> list[Any]:
@@ -477,54 +455,5 @@ def _unique(items: list[Any], key: Any) -> list[Any]:
     return out
 
 
-# -- trajectory export (the paper's §3.5 data; fine-tuning happens elsewhere) ----
-
-def trajectory_lines(question_id: str, question: str, hits: Hits,
-                     gold: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """One chat fine-tuning record per integration step of a CIRAG run:
-    ``{"messages": [system, user, assistant], "meta": {...}}``, the assistant
-    message being the integrator's decision as JSON. ``meta.correct`` (exact
-    match of the final answer against ``gold``) lets a user keep only the
-    trajectories that led to a right answer."""
-    from ..metrics import exact_match
-
-    steps = [s for s in hits.trace.steps if s["step"] == "integrate"]
-    correct = bool(exact_match(hits.answer, gold)) if gold and hits.answer is not None else None
-    return [{
-        "messages": [{"role": "system", "content": prompts.CIRAG_INTEGRATE_SYSTEM},
-                     {"role": "user", "content": s["prompt"]},
-                     {"role": "assistant", "content": json.dumps(s["decision"], ensure_ascii=False)}],
-        "meta": {"question_id": question_id, "question": question, "round": s["round"], "query": s["query"],
-                 "rounds": len(steps), "finish": hits.trace.outcome.get("finish"), "answer": hits.answer,
-                 "granularity": hits.trace.outcome.get("granularity"), "correct": correct},
-    } for s in steps]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportReport:
-    questions: int
-    steps: int
-    correct: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
-def export_trajectories(kb: "Corpus", questions: Sequence["Question"], llm: "LLM", out: Path, *,
-                        k: int = 5, progress: bool = True, **options: Any) -> ExportReport:
-    """Run CIRAG with ``llm`` (the teacher) on every question and write its
-    integration steps to ``out`` as JSONL (see ``trajectory_lines``)."""
-    from tqdm import tqdm
-
-    steps = correct = prompt = completion = 0
-    with Path(out).open("w", encoding="utf-8") as f:
-        for q in tqdm(questions, desc="trajectories", unit="q", disable=not progress):
-            hits = kb.retrieve(q.question, method="cirag", k=k, llm=llm, **options)
-            lines = trajectory_lines(q.id, q.question, hits, q.answers)
-            for line in lines:
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
-            steps += len(lines)
-            correct += bool(lines and lines[0]["meta"]["correct"])
-            prompt += hits.trace.prompt_tokens
-            completion += hits.trace.completion_tokens
-    return ExportReport(questions=len(questions), steps=steps, correct=correct, prompt_tokens=prompt,
-                        completion_tokens=completion)
+SPEC = MethodSpec(name="cirag", run=run, settings=CiragSettings(), needs_triples=True, takes_llm=True,
+                  answers=True)

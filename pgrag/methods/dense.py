@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..results import Hits, Trace
+from . import MethodSpec
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
+    from ..context import Context
 
 
-def retrieve(corpus: "Corpus", question: str, k: int) -> Hits:
+def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     trace = Trace(method="dense", query=question)
+    vector = ctx.encode([question], trace)[0]
     t0 = time.perf_counter()
-    vector = corpus.embedder.encode([question])[0]
-    t1 = time.perf_counter()
-    rows = corpus.db.fetchall("dense", {"corpus": corpus.name, "embedding": vector, "k": k})
-    t2 = time.perf_counter()
-    trace.timings_ms.update(embed=(t1 - t0) * 1000, search=(t2 - t1) * 1000)
-    trace.step("dense", model=corpus.info.embedding_model, k=k, candidates=len(rows))
-    return Hits(corpus.hits_from_rows(rows), trace)
+    rows = ctx.db.fetchall("dense", {"corpus": ctx.name, "embedding": vector, "k": k})
+    trace.time("search", t0)
+    trace.step("dense", model=ctx.info.embedding_model, k=k, candidates=len(rows))
+    return Hits(ctx.hits_from_rows(rows), trace)
+
+
+SPEC = MethodSpec(name="dense", run=run)

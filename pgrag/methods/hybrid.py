@@ -5,27 +5,29 @@ report shows it."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..results import Hits, Trace
+from . import MethodSpec
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
+    from ..context import Context
 
 RRF_K = 60
 DEPTH = 100  # chunks each list contributes to the fusion
 
 
-def retrieve(corpus: "Corpus", question: str, k: int) -> Hits:
+def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     trace = Trace(method="hybrid", query=question)
+    vector = ctx.encode([question], trace)[0]
     t0 = time.perf_counter()
-    vector = corpus.embedder.encode([question])[0]
-    t1 = time.perf_counter()
-    rows = corpus.db.fetchall("hybrid", {
-        "corpus": corpus.name, "query": question, "embedding": vector, "k": k,
+    rows = ctx.db.fetchall("hybrid", {
+        "corpus": ctx.name, "query": question, "embedding": vector, "k": k,
         "depth": max(DEPTH, k), "rrf_k": RRF_K})
-    t2 = time.perf_counter()
-    trace.timings_ms.update(embed=(t1 - t0) * 1000, search=(t2 - t1) * 1000)
+    trace.time("search", t0)
     trace.step("hybrid", fusion="reciprocal rank", rrf_k=RRF_K, depth=max(DEPTH, k), k=k,
                candidates=len(rows))
-    return Hits(corpus.hits_from_rows(rows), trace)
+    return Hits(ctx.hits_from_rows(rows), trace)
+
+
+SPEC = MethodSpec(name="hybrid", run=run)

@@ -14,8 +14,11 @@ object" and embedded (``pgrag.triple``, built by ``kb.extract_triples``). Online
 3. **Resolution.** The LLM fills placeholders from the evidence. Values only
    accumulate (a bound placeholder keeps its value); substituting them resolves
    searchable triples and promotes fuzzy ones. Triples searched once are not
-   searched again. A round with no new searchable triple while fuzzy ones remain
-   falls back to the question's own embedding.
+   searched again, except one searched in a shared pool that stays open: the
+   other queries' propositions may have taken the k chunks, so it joins the next
+   round's pool (never the same pool of queries twice).
+   A round with no new searchable triple while fuzzy ones remain falls back to
+   the question's own embedding.
 4. **Termination.** Natural when every triple is resolved; early when no new
    searchable triple appears and no fuzzy one is left; forced after N = 3 rounds.
 5. **Synthesis.** From the resolved triples alone (natural finish), or from the
@@ -25,7 +28,8 @@ Rounds exchange only triples, never a chain of thought: that is the method's
 token saving. Without an LLM the method is a retrieval baseline: the question's
 embedding against the proposition index with the unique-chunk budget (k).
 
-Hits are the source chunks of the evidence, in the order the rounds found them,
+Hits are the source chunks of the evidence, each round's and each query's in
+turn (the best chunk of every query of every round first, then the second...),
 topped up to k from the question's own proposition retrieval.
 """
 
@@ -42,10 +46,10 @@ from .. import prompts
 from ..exceptions import PgragError
 from ..llm import LLMError, short_answer
 from ..results import Hit, Hits, Proposition, Trace
-from . import resolve_llm, without_llm_note
+from . import MethodSpec
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
+    from ..context import Context
     from ..llm import LLM
 
 
@@ -159,6 +163,7 @@ class _State:
     evidence: list[Proposition] = dataclasses.field(default_factory=list)   # every round's, in order
     last_evidence: list[Proposition] = dataclasses.field(default_factory=list)
     fell_back: bool = False      # the question's own embedding was searched already
+    pools: set[frozenset[str]] = dataclasses.field(default_factory=set)   # query sets searched
 
     def current(self) -> list[QueryTriple]:
         return [t.filled(self.values) for t in self.triples]
@@ -176,30 +181,23 @@ class _State:
         return [{"triple": str(t), "state": t.state} for t in self.current()]
 
 
-def retrieve(corpus: "Corpus", question: str, k: int, *, llm: "LLM | bool | None" = None,
-             **options: Any) -> Hits:
-    """T2RAG; ``options`` override ``T2ragSettings`` fields."""
-    try:
-        settings = T2ragSettings(**options)
-    except (TypeError, ValueError) as exc:
-        known = ", ".join(f.name for f in dataclasses.fields(T2ragSettings))
-        raise PgragError(f"bad t2rag option: {exc} (settings: {known})") from exc
-    if not corpus.db.fetch_row("has_triples", {"corpus_id": corpus.id})[0]:
-        raise PgragError(f"corpus {corpus.name!r} has no triples: T2RAG retrieves propositions. Build them with "
-                         f"kb.extract_triples() or `pgrag extract --corpus {corpus.name}`")
+def run(ctx: "Context", question: str, k: int, settings: T2ragSettings) -> Hits:
+    """T2RAG with ``ctx.llm``; without one, the question against the proposition index."""
+    if not ctx.db.fetch_row("has_triples", {"corpus_id": ctx.id})[0]:
+        raise PgragError(f"corpus {ctx.name!r} has no triples: T2RAG retrieves propositions. Build them with "
+                         f"kb.extract_triples() or `pgrag extract --corpus {ctx.name}`")
     trace = Trace(method="t2rag", query=question)
     trace.step("settings", **dataclasses.asdict(settings))
-    client = resolve_llm(corpus, llm)
-    if client is None:
-        trace.step("no_llm", note=without_llm_note(llm))
+    if ctx.llm is None:
+        trace.step("no_llm", note=ctx.llm_note)
         trace.outcome["finish"] = "no_llm"
-        evidence = _search(corpus, [question], k, trace)
+        evidence = _search(ctx, [question], k, trace)
         trace.step("retrieve", queries=[question], evidence=[_provenance(p) for p in evidence])
-        return Hits(_hits(corpus, [(0, p) for p in evidence], k, trace), trace)
-    return _run(corpus, question, k, settings, client, trace)
+        return Hits(_hits(ctx, [(0, p) for p in evidence], k, trace), trace)
+    return _run(ctx, question, k, settings, ctx.llm, trace)
 
 
-def _run(corpus: "Corpus", question: str, k: int, settings: T2ragSettings, llm: "LLM", trace: Trace) -> Hits:
+def _run(ctx: "Context", question: str, k: int, settings: T2ragSettings, llm: "LLM", trace: Trace) -> Hits:
     found: list[tuple[int, Proposition]] = []     # (round, proposition), for the hits
     try:
         state = _State(triples=_decompose(llm, question, settings, trace))
@@ -208,24 +206,27 @@ def _run(corpus: "Corpus", question: str, k: int, settings: T2ragSettings, llm: 
         # an answer from that evidence, so the question still gets one.
         trace.step("decompose_failed", error=str(exc), reply=getattr(exc, "reply", None))
         state = _State(triples=[])
-        state.last_evidence = state.evidence = _search(corpus, [question], settings.unique_chunks, trace)
+        state.last_evidence = state.evidence = _search(ctx, [question], settings.unique_chunks, trace)
         trace.step("fallback", queries=[question], evidence=[_provenance(p) for p in state.evidence])
         found += [(1, p) for p in state.evidence]
         finish = "llm_error"
     else:
-        finish = _loop(corpus, question, settings, llm, state, trace, found)
+        finish = _loop(ctx, question, settings, llm, state, trace, found)
     trace.outcome["finish"] = finish
     trace.step("finish", reason=finish, triples=state.snapshot(), values=dict(state.values))
-    answer = _synthesise(corpus, question, settings, llm, state, natural=finish == "natural", trace=trace)
-    return Hits(_hits(corpus, found, k, trace, fill_query=question), trace, answer=answer)
+    answer = _synthesise(ctx, question, settings, llm, state, natural=finish == "natural", trace=trace)
+    return Hits(_hits(ctx, found, k, trace, fill_query=question), trace, answer=answer)
 
 
-def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", state: _State,
+def _loop(ctx: "Context", question: str, settings: T2ragSettings, llm: "LLM", state: _State,
           trace: Trace, found: list[tuple[int, Proposition]]) -> str:
     """Rounds of retrieval and resolution; returns why they stopped."""
     for round_no in range(1, settings.max_rounds + 1):
         before = dataclasses.replace(llm.usage)
         searchable, fuzzy = state.new_searchable(), state.by_state("fuzzy")
+        if searchable and frozenset(t.query() for t in searchable) in state.pools:
+            state.searched.update(searchable)   # the same search again would find the same
+            searchable = state.new_searchable()
         if not searchable and not state.open_names():
             return "natural"
         if not searchable and (not fuzzy or state.fell_back):
@@ -234,19 +235,25 @@ def _loop(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", 
             return "early"
         queries = [t.query() for t in searchable] or [question]
         kind = "searchable" if searchable else "fallback"
-        state.searched.update(searchable)
         state.fell_back |= not searchable
-        evidence = _search(corpus, queries, settings.unique_chunks, trace)
+        state.pools.add(frozenset(queries))
+        evidence = _search(ctx, queries, settings.unique_chunks, trace)
         state.last_evidence = evidence
         state.evidence += [p for p in evidence if p.triple_id not in {e.triple_id for e in state.evidence}]
         found += [(round_no, p) for p in evidence]
-        new, error = _resolve(corpus, llm, question, settings, state, evidence, trace)
+        new, error = _resolve(ctx, llm, question, settings, state, evidence, trace)
         promoted = [str(t) for t in fuzzy if t.filled(new).state != "fuzzy"]
         state.values.update({name: v for name, v in new.items() if name not in state.values})
+        # A triple searched in a shared pool that stays open is searched again in
+        # the next round's pool (the other queries' propositions may have taken
+        # all k chunks); never twice in the same pool of queries.
+        retry = [t for t in searchable if len(searchable) > 1 and t.filled(state.values).state == "searchable"]
+        state.searched.update(t for t in searchable if t not in retry)
         spent = llm.usage.since(before)
         trace.charge(spent)
         trace.step("round", round=round_no, kind=kind, queries=queries,
                    evidence=[_provenance(p) for p in evidence], new_values=new, promoted=promoted,
+                   retry=[str(t) for t in retry],
                    triples=state.snapshot(), error=error,
                    prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
     if not state.open_names():
@@ -270,15 +277,15 @@ def _decompose(llm: "LLM", question: str, settings: T2ragSettings, trace: Trace)
     return triples
 
 
-def _search(corpus: "Corpus", queries: list[str], unique_chunks: int, trace: Trace) -> list[Proposition]:
+def _search(ctx: "Context", queries: list[str], unique_chunks: int, trace: Trace) -> list[Proposition]:
     """One pool of propositions for all the queries, until it covers ``unique_chunks`` chunks (SQL)."""
     t0 = time.perf_counter()
-    evidence = corpus.propositions(queries, unique_chunks=unique_chunks)
+    evidence = ctx.propositions(queries, unique_chunks=unique_chunks)
     trace.time("retrieve", t0)
     return evidence
 
 
-def _resolve(corpus: "Corpus", llm: "LLM", question: str, settings: T2ragSettings, state: _State,
+def _resolve(ctx: "Context", llm: "LLM", question: str, settings: T2ragSettings, state: _State,
              evidence: list[Proposition], trace: Trace) -> tuple[dict[str, str], str | None]:
     """New placeholder values from one round's evidence, and the error if the
     resolver's reply was unusable (then no values: the loop will stop early)."""
@@ -287,7 +294,7 @@ def _resolve(corpus: "Corpus", llm: "LLM", question: str, settings: T2ragSetting
         question=question,
         triples="\n".join(f"- {t}" for t in state.current() if t.state != "resolved"),
         known=_known(state) or "(none yet)",
-        evidence=_evidence_text(corpus, evidence, settings, passages=settings.passages))
+        evidence=_evidence_text(ctx, evidence, settings, passages=settings.passages))
     messages = [{"role": "system", "content": prompts.T2RAG_RESOLVE_SYSTEM}, {"role": "user", "content": user}]
     t0 = time.perf_counter()
     try:
@@ -298,7 +305,7 @@ def _resolve(corpus: "Corpus", llm: "LLM", question: str, settings: T2ragSetting
         trace.time("resolve", t0)
 
 
-def _synthesise(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "LLM", state: _State,
+def _synthesise(ctx: "Context", question: str, settings: T2ragSettings, llm: "LLM", state: _State,
                 *, natural: bool, trace: Trace) -> str | None:
     before = dataclasses.replace(llm.usage)
     facts = "\n".join(f"- {t}" for t in state.by_state("resolved")) or "(none)"
@@ -308,7 +315,7 @@ def _synthesise(corpus: "Corpus", question: str, settings: T2ragSettings, llm: "
         open_triples = "\n".join(f"- {t}" for t in state.current() if t.state != "resolved") or "(none)"
         user = prompts.T2RAG_ANSWER_FORCED_USER.format(
             question=question, facts=facts, open=open_triples,
-            evidence=_evidence_text(corpus, state.evidence, settings, passages=settings.passages,
+            evidence=_evidence_text(ctx, state.evidence, settings, passages=settings.passages,
                                     passage_source=state.last_evidence))
     messages = [{"role": "system", "content": prompts.T2RAG_ANSWER_SYSTEM}, {"role": "user", "content": user}]
     t0 = time.perf_counter()
@@ -329,15 +336,14 @@ def _known(state: _State) -> str:
     return ", ".join(f"{name} = {value}" for name, value in state.values.items())
 
 
-def _evidence_text(corpus: "Corpus", evidence: list[Proposition], settings: T2ragSettings, *,
+def _evidence_text(ctx: "Context", evidence: list[Proposition], settings: T2ragSettings, *,
                    passages: bool, passage_source: list[Proposition] | None = None) -> str:
     """Numbered propositions, then (optionally) the chunks they come from, each cut
     to ``passage_chars``: the paper keeps chunks because triples lose detail."""
     lines = [f"- {p.text} [{p.title}]" for p in evidence] or ["(no evidence found)"]
     if passages and evidence:
         chunk_ids = list(dict.fromkeys(p.chunk_id for p in (passage_source or evidence)))
-        texts = {cid: (title, text) for cid, title, text in corpus.db.fetchall(
-            "chunk_texts", {"corpus_id": corpus.id, "chunk_ids": chunk_ids})}
+        texts = ctx.chunk_texts(chunk_ids)
         lines.append("Passages:")
         for cid in chunk_ids:
             title, text = texts[cid]
@@ -352,12 +358,28 @@ def _provenance(p: Proposition) -> dict[str, Any]:
             "document": p.external_id, "title": p.title}
 
 
-def _hits(corpus: "Corpus", found: list[tuple[int, Proposition]], k: int, trace: Trace,
+def _in_turn(found: list[tuple[int, Proposition]]) -> list[tuple[int, Proposition]]:
+    """The evidence with each (round, query)'s distinct chunks taken in turn: every
+    query's best chunk, then every query's second, ... Each round's pool covers k
+    chunks, so in plain found order the chunks of round 2 (the second hop) always
+    ranked after round 1's k."""
+    groups: dict[tuple[int, int], list[tuple[int, Proposition]]] = {}
+    seen: set[tuple[int, int, int]] = set()
+    for round_no, p in found:   # in pool order: a chunk's first proposition is its best for the query
+        if (round_no, p.query, p.chunk_id) not in seen:
+            seen.add((round_no, p.query, p.chunk_id))
+            groups.setdefault((round_no, p.query), []).append((round_no, p))
+    lists = [groups[key] for key in sorted(groups)]
+    return [g[rank] for rank in range(max((len(g) for g in lists), default=0)) for g in lists if rank < len(g)]
+
+
+def _hits(ctx: "Context", found: list[tuple[int, Proposition]], k: int, trace: Trace,
           fill_query: str | None = None) -> list[Hit]:
-    """The source chunks of the evidence in the order found (a chunk keeps its first
-    round and best similarity), topped up to k from the question's propositions."""
+    """The source chunks of the evidence, each (round, query)'s taken in turn (a
+    chunk keeps its first round and best similarity), topped up to k from the
+    question's propositions."""
     best: dict[int, tuple[int, Proposition]] = {}
-    for round_no, p in found:
+    for round_no, p in _in_turn(found):
         if p.chunk_id not in best:
             best[p.chunk_id] = (round_no, p)
         elif p.score > best[p.chunk_id][1].score:
@@ -365,7 +387,7 @@ def _hits(corpus: "Corpus", found: list[tuple[int, Proposition]], k: int, trace:
     chosen = list(best.items())[:k]
     if fill_query is not None and len(chosen) < k:
         filled = 0
-        for p in corpus.propositions(fill_query, unique_chunks=k):
+        for p in ctx.propositions(fill_query, unique_chunks=k):
             if len(chosen) >= k:
                 break
             if p.chunk_id not in best:
@@ -373,12 +395,9 @@ def _hits(corpus: "Corpus", found: list[tuple[int, Proposition]], k: int, trace:
                 chosen.append((p.chunk_id, (0, p)))
                 filled += 1
         trace.step("fill", added=filled, note="chunks from the question's own propositions, after the rounds' evidence")
-    t0 = time.perf_counter()
-    rows = corpus.db.fetchall("hits", {"corpus_id": corpus.id, "chunk_ids": [c for c, _ in chosen],
-                                       "scores": [p.score for _, (_, p) in chosen]})
-    trace.timings_ms["provenance"] = (time.perf_counter() - t0) * 1000
-    return [dataclasses.replace(h, details={"round": r, "via": p.text, "cosine": p.score})
-            for h, (_, (r, p)) in zip(corpus.hits_from_rows(rows), chosen)]
+    return ctx.hits([c for c, _ in chosen], [p.score for _, (_, p) in chosen],
+                    [{"round": r, "via": p.text, "cosine": p.score} for _, (r, p) in chosen], trace)
 
 
-retrieve.needs_triples = True  # type: ignore[attr-defined]  # pgrag eval extracts them first
+SPEC = MethodSpec(name="t2rag", run=run, settings=T2ragSettings(), needs_triples=True, takes_llm=True,
+                  answers=True)

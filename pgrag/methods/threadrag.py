@@ -55,16 +55,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import nlp, prompts
-from ..exceptions import PgragError
 from ..graph import propagate_energy, reachable
 from ..llm import LLMError, short_answer
 from ..results import Hits, Trace
 from ..semantic import as_array
-from . import encode, resolve_llm, without_llm_note
+from . import MethodSpec
 from .tigrag import NAME_LABELS
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
+    from ..context import Context
     from ..llm import LLM
 
 KINDS = ("narrative", "semantic", "lexical")
@@ -163,54 +162,47 @@ class _State:
     nodes: list[Node] = field(default_factory=list)
 
 
-def retrieve(kb: "Corpus", question: str, k: int, *, llm: "LLM | bool | None" = None, **options: Any) -> Hits:
-    """ThreadRAG; ``options`` override ``ThreadragSettings``."""
-    try:
-        settings = dataclasses.replace(ThreadragSettings(), **options)
-    except (TypeError, ValueError) as exc:
-        known = ", ".join(f.name for f in dataclasses.fields(ThreadragSettings))
-        raise PgragError(f"bad threadrag option: {exc} (settings: {known})") from exc
-    return run(kb, question, k, settings, resolve_llm(kb, llm), llm_option=llm)
-
-
-def run(kb: "Corpus", question: str, k: int, settings: ThreadragSettings, llm: "LLM | None",
-        *, llm_option: Any = None) -> Hits:
+def run(ctx: "Context", question: str, k: int, settings: ThreadragSettings) -> Hits:
+    """ThreadRAG with ``ctx.llm``; without one, spaCy anchors and bridge entities."""
     trace = Trace(method="threadrag", query=question)
     trace.step("settings", **dataclasses.asdict(settings))
-    before = dataclasses.replace(llm.usage) if llm is not None else None
+    with ctx.charged(trace):
+        return _run(ctx, question, k, settings, ctx.llm, trace)
+
+
+def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm: "LLM | None",
+         trace: Trace) -> Hits:
     if llm is None:
-        trace.step("fallback", note=without_llm_note(llm_option), anchors="spaCy entities of the question")
-    entities = _question_entities(kb, question, llm, settings, trace)
-    q_vec = encode(kb, [question], trace)[0]
+        trace.step("fallback", note=ctx.llm_note, anchors="spaCy entities of the question")
+    entities = _question_entities(ctx, question, llm, settings, trace)
+    q_vec = ctx.encode([question], trace)[0]
     state = _State()
-    _add_documents(kb, state, _retrieve_documents(kb, question, q_vec, settings.documents, [], settings, trace),
+    _add_documents(ctx, state, _retrieve_documents(ctx, question, q_vec, settings.documents, [], settings, trace),
                    settings.local_weight, settings, trace)
-    targeted = _targeted(kb, entities, settings.entity_documents * len(entities), state, settings, trace)
-    _add_documents(kb, state, targeted, settings.remote_weight, settings, trace)
+    targeted = _targeted(ctx, entities, settings.entity_documents * len(entities), state, settings, trace)
+    _add_documents(ctx, state, targeted, settings.remote_weight, settings, trace)
     if llm is None and settings.bridge_entities:
         bridges = _bridge_entities(state, question, entities, settings)
-        found_docs = _targeted(kb, bridges, len(bridges), state, settings, trace)
-        _add_documents(kb, state, found_docs, settings.remote_weight, settings, trace)
+        found_docs = _targeted(ctx, bridges, len(bridges), state, settings, trace)
+        _add_documents(ctx, state, found_docs, settings.remote_weight, settings, trace)
         trace.step("bridge", entities=bridges, documents=found_docs)
     trace.step("documents", round=1, all=list(state.documents), entities=entities, targeted=targeted)
 
-    found = _rounds(kb, state, question, q_vec, entities, settings, llm, trace)
+    found = _rounds(ctx, state, question, q_vec, entities, settings, llm, trace)
     answer = None
     if llm is not None and trace.outcome.get("finish") != "llm_error":
         answer = _answer(llm, question, found.paths, settings, trace)
     trace.outcome["rounds"] = str(sum(1 for s in trace.steps if s["step"] == "pathfinding"))
-    hits = _hits(kb, state, found, k, settings, trace)
-    if llm is not None and before is not None:
-        trace.charge(llm.usage.since(before))
+    hits = _hits(ctx, state, found, k, settings, trace)
     return Hits(hits, trace, answer=answer)
 
 
-def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entities: list[str],
+def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, entities: list[str],
             settings: ThreadragSettings, llm: "LLM | None", trace: Trace) -> Pathfinding:
     """Pathfinding, then (with an LLM) sufficiency check and targeted retrieval,
     until the evidence suffices or a stop condition; the last pass is returned."""
     for round_ in range(1, (settings.iterations if llm else 1) + 1):
-        found = _pathfind(kb, state, q_vec, entities, settings, trace, round_)
+        found = _pathfind(ctx, state, q_vec, entities, settings, trace, round_)
         if llm is None:
             trace.outcome["finish"] = "no_llm"
             return found
@@ -223,12 +215,12 @@ def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entit
             return found
         assert verdict is not None
         missing = verdict[1]
-        new = _targeted(kb, missing, settings.documents, state, settings, trace)
+        new = _targeted(ctx, missing, settings.documents, state, settings, trace)
         trace.step("targeted retrieval", round=round_, missing=missing, documents=new)
         if not new:
             trace.outcome["finish"] = "no_new_documents"
             return found
-        _add_documents(kb, state, new, settings.remote_weight, settings, trace)
+        _add_documents(ctx, state, new, settings.remote_weight, settings, trace)
         entities = list(dict.fromkeys(entities + missing))
     return found
 
@@ -236,26 +228,26 @@ def _rounds(kb: "Corpus", state: _State, question: str, q_vec: np.ndarray, entit
 # -- retrieval -----------------------------------------------------------------
 
 
-def _retrieve_documents(kb: "Corpus", text: str, vec: np.ndarray, n: int, exclude: list[int],
+def _retrieve_documents(ctx: "Context", text: str, vec: np.ndarray, n: int, exclude: list[int],
                         settings: ThreadragSettings, trace: Trace) -> list[int]:
     t0 = time.perf_counter()
     name = {"hybrid": "threadrag_documents", "dense": "threadrag_documents_dense",
             "bm25": "threadrag_documents_bm25"}[settings.retrieval]
-    rows = kb.db.fetchall(name, {"corpus": kb.name, "query": text, "embedding": vec,
+    rows = ctx.db.fetchall(name, {"corpus": ctx.name, "query": text, "embedding": vec,
                                  "depth": max(settings.depth, n), "exclude": exclude, "n": n})
     trace.time("retrieve", t0)
     return [r[0] for r in rows]
 
 
-def _targeted(kb: "Corpus", entities: list[str], budget: int, state: _State, settings: ThreadragSettings,
+def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, settings: ThreadragSettings,
               trace: Trace) -> list[int]:
     """Up to ``budget`` new documents for the entities, taken in turn (each
     entity's best new document first), so every entity gets its share."""
     if not entities or budget <= 0:
         return []
-    vectors = encode(kb, entities, trace)
+    vectors = ctx.encode(entities, trace)
     per_entity = max(1, -(-budget // len(entities)))
-    lists = [_retrieve_documents(kb, e, v, per_entity, list(state.documents), settings, trace)
+    lists = [_retrieve_documents(ctx, e, v, per_entity, list(state.documents), settings, trace)
              for e, v in zip(entities, vectors)]
     out: list[int] = []
     for rank in range(per_entity):
@@ -282,7 +274,7 @@ def _bridge_entities(state: _State, question: str, entities: list[str],
     return out
 
 
-def _add_documents(kb: "Corpus", state: _State, documents: list[int], provenance: float,
+def _add_documents(ctx: "Context", state: _State, documents: list[int], provenance: float,
                    settings: ThreadragSettings, trace: Trace) -> None:
     new = [d for d in documents if d not in state.documents]
     for d in new:
@@ -290,7 +282,7 @@ def _add_documents(kb: "Corpus", state: _State, documents: list[int], provenance
     if not new:
         return
     t0 = time.perf_counter()
-    rows = kb.db.fetchall("threadrag_nodes", {"corpus_id": kb.id, "document_ids": new,
+    rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": ctx.id, "document_ids": new,
                                               "labels": list(settings.entity_labels), "max_df": settings.rare_df})
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
@@ -396,11 +388,11 @@ def _path(nodes: list[Node], run: list[int], relevance: float) -> Path:
                 text=" ".join(nodes[i].text for i in run), energy=relevance)
 
 
-def _pathfind(kb: "Corpus", state: _State, q_vec: np.ndarray, entities: list[str], settings: ThreadragSettings,
+def _pathfind(ctx: "Context", state: _State, q_vec: np.ndarray, entities: list[str], settings: ThreadragSettings,
               trace: Trace, round_: int) -> Pathfinding:
     t0 = time.perf_counter()
     nodes = state.nodes
-    stored = _stored_edges(kb, state)
+    stored = _stored_edges(ctx, state)
     edges = build_edges(nodes, stored, settings)
     weights = weight_matrix(len(nodes), edges, settings)
     t1 = time.perf_counter()
@@ -426,15 +418,15 @@ def _pathfind(kb: "Corpus", state: _State, q_vec: np.ndarray, entities: list[str
     return found
 
 
-def _stored_edges(kb: "Corpus", state: _State) -> list[tuple[int, int, str, float]]:
+def _stored_edges(ctx: "Context", state: _State) -> list[tuple[int, int, str, float]]:
     """The stored edges (narrative) among the candidate nodes."""
-    return [(a, b, kind, float(w)) for a, b, kind, w in kb.db.fetchall("threadrag_stored_edges", {
-        "corpus_id": kb.id, "node_ids": [n.node_id for n in state.nodes]})]
+    return [(a, b, kind, float(w)) for a, b, kind, w in ctx.db.fetchall("threadrag_stored_edges", {
+        "corpus_id": ctx.id, "node_ids": [n.node_id for n in state.nodes]})]
 
 
 # -- the agent ---------------------------------------------------------------------
 
-def _question_entities(kb: "Corpus", question: str, llm: "LLM | None", settings: ThreadragSettings,
+def _question_entities(ctx: "Context", question: str, llm: "LLM | None", settings: ThreadragSettings,
                        trace: Trace) -> list[str]:
     if llm is not None:
         t0 = time.perf_counter()
@@ -449,7 +441,7 @@ def _question_entities(kb: "Corpus", question: str, llm: "LLM | None", settings:
             trace.time("llm", t0)
             trace.step("entities", source="llm", error=str(exc)[:200], fallback="spaCy")
     t0 = time.perf_counter()
-    parsed = nlp.parse([question], kb.settings.spacy_model)[0]
+    parsed = nlp.parse([question], ctx.spacy_model)[0]
     found = list(dict.fromkeys(" ".join(e.text.split()) for e in parsed.entities
                                if e.label in settings.entity_labels))
     if settings.capitalised:
@@ -551,7 +543,7 @@ def _answer(llm: "LLM", question: str, paths: list[Path], settings: ThreadragSet
 
 # -- hits ----------------------------------------------------------------------------
 
-def _hits(kb: "Corpus", state: _State, found: Pathfinding, k: int, settings: ThreadragSettings,
+def _hits(ctx: "Context", state: _State, found: Pathfinding, k: int, settings: ThreadragSettings,
           trace: Trace) -> list:
     """Chunks under the paths, in path order (then, with ``fill``, the chunks of
     the other candidate documents by energy), with the path as ``details``."""
@@ -569,7 +561,7 @@ def _hits(kb: "Corpus", state: _State, found: Pathfinding, k: int, settings: Thr
                 best[node.document_id] = max(best.get(node.document_id, (0.0, -1.0)), (float(e), float(score)))
         spans.extend((d, 0, 2**31 - 1, {"path": None, "fill": True, "energy": round(e[0], 5)}, e[0])
                      for d, e in sorted(best.items(), key=lambda x: (-x[1][0], -x[1][1], x[0])))
-    rows = kb.db.fetchall("threadrag_chunks", {"corpus_id": kb.id, "document_ids": [s[0] for s in spans],
+    rows = ctx.db.fetchall("threadrag_chunks", {"corpus_id": ctx.id, "document_ids": [s[0] for s in spans],
                                                "starts": [s[1] for s in spans], "ends": [s[2] for s in spans]})
     chosen: list[tuple[int, dict[str, Any], float]] = []
     seen: set[int] = set()
@@ -577,8 +569,9 @@ def _hits(kb: "Corpus", state: _State, found: Pathfinding, k: int, settings: Thr
         if chunk_id not in seen and len(chosen) < k:
             seen.add(chunk_id)
             chosen.append((chunk_id, spans[i - 1][3], spans[i - 1][4]))
-    hit_rows = kb.db.fetchall("hits", {"corpus_id": kb.id, "chunk_ids": [c for c, _, _ in chosen],
-                                       "scores": [s for _, _, s in chosen]})
-    hits = [dataclasses.replace(h, details=d) for h, (_, d, _) in zip(kb.hits_from_rows(hit_rows), chosen)]
+    hits = ctx.hits([c for c, _, _ in chosen], [s for _, _, s in chosen], [d for _, d, _ in chosen])
     trace.time("provenance", t0)
     return hits
+
+
+SPEC = MethodSpec(name="threadrag", run=run, settings=ThreadragSettings(), takes_llm=True, answers=True)

@@ -28,20 +28,20 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import nlp
-from . import encode
-from ..exceptions import PgragError
 from ..graph import TokenGraph, personalized_pagerank, token_graph, top_nodes
 from ..results import Hits, Trace
+from . import MethodSpec
 
 if TYPE_CHECKING:
-    from ..corpus import Corpus
+    from ..context import Context
 
 # Entity types worth a hop: names of people, places, organisations, works, events.
 # Dates and numbers (DATE, CARDINAL, ...) rarely bridge to another document.
@@ -98,26 +98,11 @@ class _Scored:
     hop: int
 
 
-def retriever(preset: str) -> Any:
-    settings = PRESETS[preset]
-
-    def retrieve(corpus: "Corpus", question: str, k: int, **options: Any) -> Hits:
-        try:
-            chosen = dataclasses.replace(settings, **options) if options else settings
-        except (TypeError, ValueError) as exc:
-            known = ", ".join(f.name for f in dataclasses.fields(TigragSettings))
-            raise PgragError(f"bad {preset} option: {exc} (settings: {known})") from exc
-        return run(corpus, question, k, chosen, preset)
-
-    retrieve.__doc__ = f"TIGRAG with the {preset!r} settings."
-    return retrieve
-
-
-def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name: str = "tigrag") -> Hits:
+def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: str = "tigrag") -> Hits:
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     t0 = time.perf_counter()
-    graph = token_graph(corpus.db, corpus.id)
+    graph = token_graph(ctx.db, ctx.id)
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges)
 
@@ -127,16 +112,16 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
     query = question
     # Encoding in a thread, overlapped with the graph stage, was measured slower
     # on 2 cores (torch, scipy and PostgreSQL compete), so it all runs in turn.
-    embeddings = encode(corpus, [question], trace)
+    embeddings = ctx.encode([question], trace)
     for hop in range(1, settings.hops + 1):
-        ranked = _hop(corpus, graph, query, embeddings, settings, hop, trace)
+        ranked = _hop(ctx, graph, query, embeddings, settings, hop, trace)
         for s in ranked:
             if s.chunk_id not in best or s.score > best[s.chunk_id].score:
                 best[s.chunk_id] = s
         if hop == settings.hops:
             break
         top = [s.chunk_id for s in ranked[: settings.iota]]
-        found = _entities(corpus, top, settings, trace)
+        found = _entities(ctx, top, settings, trace)
         new = [e for e in found if e.casefold() not in seen]
         seen.update(e.casefold() for e in found)
         trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
@@ -145,18 +130,12 @@ def run(corpus: "Corpus", question: str, k: int, settings: TigragSettings, name:
             break
         entities.extend(new)
         query = question + " " + " ".join(entities)
-        embeddings = encode(corpus, [f"{question} {e}" for e in entities], trace)
+        embeddings = ctx.encode([f"{question} {e}" for e in entities], trace)
 
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))[:k]
-    t1 = time.perf_counter()
-    rows = corpus.db.fetchall("hits", {"corpus_id": corpus.id, "chunk_ids": [s.chunk_id for s in final],
-                                       "scores": [s.score for s in final]})
-    trace.timings_ms["provenance"] = (time.perf_counter() - t1) * 1000
-    hits = [dataclasses.replace(h, details={"hop": s.hop, "rho": s.rho, "cosine": s.cosine, "score": s.score})
-            for h, s in zip(corpus.hits_from_rows(rows), final)]
+    hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
+                    [{"hop": s.hop, "rho": s.rho, "cosine": s.cosine, "score": s.score} for s in final], trace)
     return Hits(hits, trace)
-
-
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
     """Top-γ nodes and their L1-normalised weights (PPR, or degree for the ablation)."""
@@ -174,26 +153,26 @@ def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tu
     return nodes, weights, iterations
 
 
-def _hop(corpus: "Corpus", graph: TokenGraph, query: str, embeddings: list[np.ndarray],
+def _hop(ctx: "Context", graph: TokenGraph, query: str, embeddings: list[np.ndarray],
          settings: TigragSettings, hop: int, trace: Trace) -> list[_Scored]:
     t0 = time.perf_counter()
-    terms = corpus.tokenize(query)
+    terms = ctx.tokenize(query)
     seeds = sorted({graph.index[t] for t in terms if t in graph.index})
     if not seeds:
         trace.step("hop", hop=hop, query=query, seeds=[], candidates=0, pool=0)
         return []
     nodes, weights, iterations = _expand(graph, seeds, settings)
     t1 = time.perf_counter()
-    pool = corpus.db.fetchall("tigrag_pool", {
-        "corpus_id": corpus.id, "tokens": graph.token_ids[nodes].tolist(), "weights": weights.tolist(),
+    pool = ctx.db.fetchall("tigrag_pool", {
+        "corpus_id": ctx.id, "tokens": graph.token_ids[nodes].tolist(), "weights": weights.tolist(),
         "query_tokens": graph.token_ids[seeds].tolist(), "threshold": settings.threshold,
         "bm25": settings.bm25, "max_pool": settings.max_pool})
     t2 = time.perf_counter()
     max_rho = max((r[1] for r in pool), default=0.0) or 1.0
     cosines: dict[int, float] = {}
     if settings.rerank and pool:
-        cosines = {cid: cos for cid, cos, _ in corpus.db.fetchall("chunk_cosines", {
-            "corpus_id": corpus.id, "chunk_ids": [r[0] for r in pool], "embeddings": embeddings})}
+        cosines = {cid: cos for cid, cos, _ in ctx.db.fetchall("chunk_cosines", {
+            "corpus_id": ctx.id, "chunk_ids": [r[0] for r in pool], "embeddings": embeddings})}
     t3 = time.perf_counter()
     ranked = []
     for chunk_id, rho, _ in pool:
@@ -211,21 +190,20 @@ def _hop(corpus: "Corpus", graph: TokenGraph, query: str, embeddings: list[np.nd
     return ranked
 
 
-def _entities(corpus: "Corpus", chunk_ids: list[int], settings: TigragSettings, trace: Trace) -> list[str]:
+def _entities(ctx: "Context", chunk_ids: list[int], settings: TigragSettings, trace: Trace) -> list[str]:
     """Entities of the chunks, in rank then text order: stored at ingest, or from
     spaCy when the corpus has none stored at all."""
     t0 = time.perf_counter()
-    rows = corpus.db.fetchall("chunk_entities", {"corpus_id": corpus.id, "chunk_ids": chunk_ids})
+    rows = ctx.db.fetchall("chunk_entities", {"corpus_id": ctx.id, "chunk_ids": chunk_ids})
     by_chunk: dict[int, list[tuple[str, str]]] = {c: [] for c in chunk_ids}
     for chunk_id, entity, label in rows:
         by_chunk[chunk_id].append((entity, label))
     # Ingest runs NER on every chunk, so a chunk without rows simply names nobody;
     # spaCy runs here only for corpora whose chunks were written without NER.
     missing = [c for c in chunk_ids if not by_chunk[c]]
-    if missing and not corpus.db.fetch_row("has_entities", {"corpus_id": corpus.id})[0]:
-        texts = {cid: text for cid, _title, text in corpus.db.fetchall(
-            "chunk_texts", {"corpus_id": corpus.id, "chunk_ids": missing})}
-        parsed = nlp.parse([texts[c] for c in missing], corpus.settings.spacy_model)
+    if missing and not ctx.db.fetch_row("has_entities", {"corpus_id": ctx.id})[0]:
+        texts = ctx.chunk_texts(missing)
+        parsed = nlp.parse([texts[c][1] for c in missing], ctx.spacy_model)
         for c, p in zip(missing, parsed):
             by_chunk[c] = [(e.text, e.label) for e in p.entities]
     out: list[str] = []
@@ -235,3 +213,7 @@ def _entities(corpus: "Corpus", chunk_ids: list[int], settings: TigragSettings, 
                 out.append(" ".join(entity.split()))
     trace.time("entities", t0)
     return list(dict.fromkeys(e for e in out if e))
+
+
+SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings)
+         for name, settings in PRESETS.items()]

@@ -56,7 +56,9 @@ def test_every_corpus_table_is_distributed_by_corpus_and_colocated(citus_db):
     assert layout["alembic_version"][0] == "local (coordinator)"
     distributed = {t for t, (kind, _c, _s) in layout.items() if kind == "distributed by corpus_id"}
     assert CORPUS_TABLES <= distributed
-    assert distributed == set(layout) - {"corpus", "corpus_acl", "alembic_version"}
+    # following an application table stays on the coordinator (sql/distribute.sql)
+    assert {layout["follow"][0], layout["follow_queue"][0]} <= {"local (coordinator)", "citus local"}
+    assert distributed == set(layout) - {"corpus", "corpus_acl", "alembic_version", "follow", "follow_queue"}
     assert len({layout[t][1] for t in distributed}) == 1          # one co-location group
     assert {layout[t][2] for t in distributed} == {SHARDS}
 

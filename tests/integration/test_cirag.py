@@ -166,8 +166,10 @@ def test_without_llm_construction_only(kb):
     assert len([s for s in hits.trace.steps if s["step"] == "construct"]) == 1
     scores = [h.score for h in hits if "triple" in h.details]
     assert scores == sorted(scores, reverse=True) and hits[0].provenance.external_id == "lothair"
-    with pytest.raises(PgragError, match="bad cirag option"):
+    with pytest.raises(PgragError, match=r"'cirag' does not take option\(s\) rouns"):
         kb.retrieve(QUESTION, method="cirag", k=5, llm=False, rouns=2)
+    with pytest.raises(PgragError, match="bad cirag option: documents"):
+        kb.retrieve(QUESTION, method="cirag", k=5, llm=False, documents=0)
 
 
 def test_missing_triples_are_extracted_on_the_fly_for_retrieved_documents_only(db, wiki_docs):
@@ -185,17 +187,27 @@ def test_missing_triples_are_extracted_on_the_fly_for_retrieved_documents_only(d
 
 
 def test_sql_construction_has_provenance(db, kb):
+    """Each candidate points at its sentence: the stored pgrag.sentence row named by
+    (document, sentence_ordinal) is the sentence returned, its offsets cut exactly
+    that text out of the body, and the triple's span starts inside it."""
     vector = kb.embedder.encode([QUESTION])[0]
     with db.transaction() as conn:
-        rows = conn.execute("SELECT c.rank, c.document_rank, c.char_start, c.char_end, c.sentence, d.body, c.title "
+        rows = conn.execute("SELECT c.rank, c.document_rank, c.char_start, c.char_end, c.sentence, d.body, "
+                            "s.char_start, s.char_end, s.text, t.subject, t.object "
                             "FROM pgrag.cirag_candidates('ci', %s, documents => 2, candidates => 5) c "
                             "JOIN pgrag.document d ON d.corpus_id = %s AND d.document_id = c.document_id "
+                            "JOIN pgrag.triple t ON t.corpus_id = d.corpus_id AND t.triple_id = c.triple_id "
+                            "LEFT JOIN pgrag.sentence s ON s.corpus_id = d.corpus_id "
+                            " AND s.document_id = d.document_id AND s.ordinal = c.sentence_ordinal "
                             "ORDER BY c.rank", (vector, kb.id)).fetchall()
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1)) and 0 < len(rows) <= 5
     assert {r[1] for r in rows} <= {1, 2}
-    for _, _, start, end, sentence, body, _ in rows:
-        assert body[start:end] in body and sentence in body          # the sentence holding the triple
-        assert body.index(sentence) <= start < body.index(sentence) + len(sentence)
+    for _, _, start, end, sentence, body, s_start, s_end, s_text, subject, obj in rows:
+        assert s_text is not None, "sentence_ordinal names no stored sentence"
+        assert sentence == s_text == body[s_start:s_end]
+        assert s_start <= start < end <= s_end          # the triple's span lies in that sentence
+        span = body[start:end]
+        assert span.strip() and (obj in span or subject in span), (span, subject, obj)
 
 
 def test_parse_decision_and_refusals():
@@ -243,18 +255,24 @@ def test_export_trajectories(database_uri, db, kb, tmp_path):
 
 def test_real_local_llm_runs_the_loop(db, wiki_docs, local_llm_url):
     """SmolLM2-135M drives integration and the cascade for real: replies may be
-    garbage, the loop must still run end to end and account for its tokens."""
+    garbage, the loop must still run end to end and account for its tokens
+    exactly as the server reported them."""
     from pgrag.local_llm import MODEL_ALIAS
+    from tests.fake_llm import RecordingProxy
 
     kb = db.corpus("ci-real")
     kb.ingest(wiki_docs, progress=False)      # triples extracted on the fly (spaCy)
-    llm = kb.llm(LLMSettings(base_url=local_llm_url, model=MODEL_ALIAS, timeout=120))
-    hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=llm, documents=2, candidates=4, rounds=2, max_tokens=48)
+    with RecordingProxy(local_llm_url) as proxy:
+        llm = kb.llm(LLMSettings(base_url=proxy.base_url, model=MODEL_ALIAS, timeout=120))
+        hits = kb.retrieve(QUESTION, method="cirag", k=3, llm=llm, documents=2, candidates=4, rounds=2,
+                           max_tokens=48)
     trace = hits.trace
     assert trace.outcome["finish"] in {"natural", "cap", "repeat", "malformed", "no_candidates"}
     assert trace.outcome["granularity"] in cirag.GRANULARITIES
     assert isinstance(hits.answer, str)
     integrations = [s for s in trace.steps if s["step"] in ("integrate", "stop")]
     assert integrations and 1 <= len([s for s in trace.steps if s["step"] == "construct"]) <= 2
-    assert trace.llm_calls >= 2 and trace.prompt_tokens > 100 and trace.completion_tokens > 0
+    assert trace.llm_calls == len(proxy.exchanges) >= 2
+    assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage() and trace.prompt_tokens > 100
+    assert sum(is_integration(request) for request, _ in proxy.exchanges) >= 1
     assert 1 <= len(hits) <= 3

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import pgrag
-from pgrag import methods
+from pgrag import methods, server
 from pgrag.cli import main
+from pgrag.resources import resource_dir
 
 
 def run(*args: str) -> "object":
@@ -82,8 +86,18 @@ def test_server_status_prints_the_uri_on_its_own_line(pg_data_dir, pg_uri):
     assert "psql:" in result.output
 
 
-def test_server_start_stop():
-    data_dir = Path(tempfile.mkdtemp(prefix="pgrag-cli-")) / "pg"
+@pytest.fixture
+def cli_data_dir():
+    """A data directory of the test's own; its server is stopped at teardown, even
+    when an assertion failed with it running."""
+    root = Path(tempfile.mkdtemp(prefix="pgrag-cli-"))
+    yield root / "pg"
+    server.stop(root / "pg")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_server_start_stop(cli_data_dir):
+    data_dir = cli_data_dir
     result = run("server", "start", "--data-dir", str(data_dir))
     assert result.exit_code == 0, result.output
     uri = result.output.strip().splitlines()[-1]
@@ -92,12 +106,50 @@ def test_server_start_stop():
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
     status = run("server", "status", "--data-dir", str(data_dir))
     assert status.exit_code == 3 and "running: no" in status.output
-    shutil.rmtree(data_dir.parent, ignore_errors=True)
+    assert "not running" in run("server", "stop", "--data-dir", str(data_dir)).output
+
+
+def test_connect_without_a_dsn_uses_the_embedded_server_in_pgrag_data_dir(cli_data_dir, monkeypatch, wiki_docs):
+    monkeypatch.setenv("PGRAG_DATA_DIR", str(cli_data_dir))
+    db = pgrag.connect()
+    try:
+        assert db.embedded and server.status(cli_data_dir).running
+        assert db.dsn == server.status(cli_data_dir).uri
+        kb = db.corpus("embedded")
+        kb.ingest(wiki_docs[:2], progress=False)
+        assert kb.retrieve("Lothair", method="bm25", k=1)[0].provenance.external_id == "lothair"
+    finally:
+        db.close()
+    # a second connect reuses the running server and finds the corpus
+    again = pgrag.connect()
+    assert [c["name"] for c in again.corpora()] == ["embedded"]
+    again.close()
+
+
+def test_server_psql_runs_psql_on_the_embedded_server(pg_data_dir, pg_uri):
+    """`pgrag server psql` execs psql, so it runs in a process of its own."""
+    result = subprocess.run([sys.executable, "-m", "pgrag", "server", "psql", "--data-dir", str(pg_data_dir),
+                             "-At", "-c", "SELECT 6 * 7, current_database()"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "42|postgres"
+
+
+def test_db_migrations_path_prints_the_alembic_folder():
+    result = run("db", "migrations-path")
+    assert result.exit_code == 0
+    path = Path(result.output.strip())
+    assert (path / "env.py").is_file() and (path / "versions" / "0001_core_schema.py").is_file()
+    assert path == resource_dir("migrations")
 
 
 def test_db_upgrade_and_help(empty_uri):
     result = run("db", "upgrade", "--dsn", empty_uri)
     assert result.exit_code == 0 and "schema at head" in result.output
+    import pgrag
+
+    root = str(__import__("pathlib").Path(pgrag.__file__).resolve().parent.parent)
+    assert f"in-server runtime: plpython3u, pgrag imported from {root}" in result.output, result.output
     for command in (["--help"], ["ingest", "--help"], ["query", "--help"], ["bench", "ingest", "--help"]):
         assert run(*command).exit_code == 0
 
@@ -116,6 +168,10 @@ def test_demo_prints_hits_with_provenance_for_every_method(database_uri):
     assert re.search(r"why: hop [12], rho \d+\.\d+, cosine", result.output)   # TIGRAG says why
     assert "no LLM configured: answering methods show their retrieval-only fallback" in result.output
     assert re.search(r"why: round 0, via .+, cosine", result.output)        # T2RAG: the proposition
+    # ... and the first question once more from SQL alone, with the same top hit as TIGRAG's
+    sql_part = result.output.split("The same from SQL, in one statement")[1]
+    assert "FROM pgrag.retrieve('pgrag-sample'" in sql_part
+    assert re.search(r"^  1\. .+ \(hop [12], score \d\.\d{4}\)$", sql_part, re.MULTILINE), sql_part
 
 
 def test_demo_with_an_llm_prints_answers_calls_and_tokens(database_uri):

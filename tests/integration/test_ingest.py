@@ -237,3 +237,65 @@ def test_reingesting_the_original_after_an_orm_edit_restores_it(db, wiki_docs):
     fresh.ingest(wiki_docs[:2], progress=False)
     assert statistics(db, kb.id) == statistics(db, fresh.id)
     assert db.corpora()[0]["pending"] == 0
+
+
+# A failure inside PostgreSQL, part-way through a batch, after the earlier
+# documents' rows are written: a trigger raises on the third document's postings
+# (written by pgrag.index_chunks) or on its final "indexed" mark.
+FAIL_AT = {
+    "postings": ("BEFORE INSERT ON pgrag.chunk_token",
+                 "EXISTS (SELECT 1 FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
+                 "WHERE c.corpus_id = NEW.corpus_id AND c.chunk_id = NEW.chunk_id AND d.external_id = 'changed')"),
+    "mark_indexed": ("BEFORE UPDATE ON pgrag.document",
+                     "NEW.external_id = 'changed' AND NEW.indexed_hash IS DISTINCT FROM OLD.indexed_hash"),
+}
+
+
+def documents(db: pgrag.Database, corpus_id: int) -> list[tuple]:
+    with db.transaction() as conn:
+        return sorted(conn.execute("SELECT external_id, title, body, content_hash, indexed_hash FROM pgrag.document "
+                                   "WHERE corpus_id = %s", (corpus_id,)).fetchall())
+
+
+def state(db: pgrag.Database, kb) -> tuple:
+    return counts(db, kb.id), statistics(db, kb.id), documents(db, kb.id), kb.graph_version()
+
+
+@pytest.mark.parametrize("where", sorted(FAIL_AT))
+def test_a_database_error_mid_batch_leaves_nothing_of_the_batch(db, database_uri, wiki_docs, where):
+    import psycopg
+
+    event, condition = FAIL_AT[where]
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        conn.execute(f"""CREATE FUNCTION public.forced_failure() RETURNS trigger LANGUAGE plpgsql AS $$
+                         BEGIN IF {condition} THEN RAISE EXCEPTION 'forced failure at {where}'; END IF;
+                         RETURN NEW; END $$""")
+        conn.execute(f"CREATE TRIGGER forced_failure {event} FOR EACH ROW EXECUTE FUNCTION public.forced_failure()")
+    kb = db.corpus("atomic-sql")
+    kb.ingest(wiki_docs[:2], progress=False)
+    before = state(db, kb)
+    replaced = dict(wiki_docs[0], text="Lothair II ruled Lotharingia. Quokkas appear only in this version.")
+    batch = [replaced, wiki_docs[2], wiki_docs[3], wiki_docs[4]]          # 'changed' is the third
+    assert batch[2]["id"] == "changed"
+
+    with pytest.raises(pgrag.PgragError, match=f"forced failure at {where}") as info:
+        kb.ingest(batch, progress=False)                                   # one batch of four
+    assert not isinstance(info.value, pgrag.InputError)                   # it failed in SQL, not in validate()
+    assert state(db, kb) == before                                         # the replace is undone too
+
+    # Two batches: the first commits whole, the second (holding 'changed') leaves nothing.
+    with pytest.raises(pgrag.PgragError, match="forced failure"):
+        kb.ingest(batch, batch_size=2, progress=False)
+    assert [d[0] for d in documents(db, kb.id)] == ["ermengarde", "lothair", "minaj"]
+    first = db.corpus("atomic-sql-first")
+    first.ingest([replaced, wiki_docs[1], wiki_docs[2]], progress=False)
+    assert statistics(db, kb.id) == statistics(db, first.id)
+
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        conn.execute(f"DROP TRIGGER forced_failure ON {event.split(' ON ')[1]}")
+    report = kb.ingest(batch, progress=False)                              # a re-run completes the job
+    assert (report.added, report.unchanged) == (2, 2)
+    everything = db.corpus("atomic-sql-all")
+    everything.ingest([replaced, *wiki_docs[1:]], progress=False)
+    assert statistics(db, kb.id) == statistics(db, everything.id)
+    assert all(content == indexed for *_, content, indexed in documents(db, kb.id))

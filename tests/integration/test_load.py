@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pgrag.cli import main
+
+# A timed multi-client run after an ingest.
+pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
 QUESTIONS = ["Who is the mother of Lothair II?", "Where was the performer of Changed It born?",
@@ -30,7 +34,7 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     result = CliRunner().invoke(main, [
         "bench", "load", "--corpus-file", str(corpus),
         "--questions", str(questions), "--clients", "3", "--seconds", "3",
-        "--methods", "dense,bm25,hybrid,tigrag", "--dsn", database_uri, "--out", str(out)],
+        "--methods", "dense,bm25,hybrid,tigrag,tigrag-1hop", "--dsn", database_uri, "--out", str(out)],
         catch_exceptions=False)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())

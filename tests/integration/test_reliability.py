@@ -15,15 +15,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pgrag
 from pgrag.graph import load_graph, token_graph
 from tests.integration.test_ingest import counts, statistics
+
+# Real subprocesses, long ingests and hypothesis sequences: minutes, not seconds.
+pytestmark = pytest.mark.slow
 
 # Five documents, three versions each: shared names (Lothair, Ermengarde, Tours)
 # make edges, document frequencies and triples overlap across documents.
@@ -158,10 +164,10 @@ import pgrag
 db = pgrag.connect(sys.argv[1])
 kb = db.corpus("crash")
 docs = json.load(open(sys.argv[2]))
-kb.embedder                                   # load the model before saying ready
-kb.ingest(docs[:1], progress=False, extract_triples="spacy")
+kb.ingest(docs[:1], progress=False)           # load the models before saying ready
 print("ready", flush=True)
-kb.ingest(docs, batch_size=1, progress=False, extract_triples="spacy")
+kb.ingest(docs, batch_size=1, progress=False)
+kb.extract_triples("spacy", batch_size=4, progress=False)
 print("done", flush=True)
 """
 
@@ -170,48 +176,85 @@ def many_docs() -> list[dict]:
     return [dict(doc(i, v), id=f"d{i}-{v}-{n}") for n in range(2) for i in range(5) for v in range(3)]
 
 
-def run_crash_script(database_uri: str, docs_file: Path, kill_after: float | None) -> str:
+def crash_progress(conn: psycopg.Connection) -> tuple[int, int]:
+    """(documents, chunks with triples extracted) of corpus 'crash', as committed."""
+    row = conn.execute(
+        """SELECT (SELECT count(*) FROM pgrag.document d WHERE d.corpus_id = c.corpus_id),
+                  (SELECT count(*) FROM pgrag.chunk_extraction x WHERE x.corpus_id = c.corpus_id)
+           FROM pgrag.corpus c WHERE c.name = 'crash'""").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def run_crash_script(database_uri: str, docs_file: Path,
+                     kill_when: "Callable[[tuple[int, int], tuple[int, int]], bool] | None") -> str:
+    """Run the ingest in a child process. With ``kill_when(progress_at_ready,
+    progress_now)``, SIGKILL the child as soon as the committed progress satisfies
+    it; fail if the child finishes first. Returns "killed" or the child's output."""
     proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, database_uri, str(docs_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    assert line == "ready", proc.stderr.read() if proc.stderr else line
-    if kill_after is None:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        return out.strip()
-    time.sleep(kill_after)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    return "killed"
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == "ready", proc.stderr.read() if proc.stderr else line
+        if kill_when is None:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err
+            return out.strip()
+        with psycopg.connect(database_uri, autocommit=True) as conn:
+            at_ready = crash_progress(conn)
+            deadline = time.monotonic() + 300
+            while not kill_when(at_ready, crash_progress(conn)):
+                assert proc.poll() is None, "the ingest finished before the kill point"
+                assert time.monotonic() < deadline, "the kill point was never reached"
+                time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, proc.returncode
+        return "killed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def check_whole(db: pgrag.Database, docs: list[dict], name: str) -> tuple[list[dict], dict]:
+    """Every present document is fully indexed, the derived tables are exactly those
+    of a corpus holding just these documents, and every chunk recorded as extracted
+    has its triples. Returns the present documents and the corpus state."""
+    state = everything(db, db.corpus(name).id)
+    present_ids = {row[0] for row in state["documents"]}
+    present = [d for d in docs if d["id"] in present_ids]
+    assert all(indexed for *_, indexed in state["documents"])
+    fresh_name = f"{name}-fresh-{random.getrandbits(32):x}"
+    fresh = db.corpus(fresh_name)
+    fresh.ingest(present, progress=False)
+    expected = statistics(db, fresh.id)
+    assert {k: state[k] for k in expected} == expected
+    per_chunk: dict[tuple, int] = {}
+    for ext, ordinal, *_ in state["triples"]:
+        per_chunk[(ext, ordinal)] = per_chunk.get((ext, ordinal), 0) + 1
+    for ext, ordinal, _extractor, n, _failed in state["extracted"]:
+        assert per_chunk.get((ext, ordinal), 0) == n
+    db.drop_corpus(fresh_name)
+    return present, state
 
 
 def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, database_uri, tmp_path):
     docs = many_docs()
     docs_file = tmp_path / "docs.json"
     docs_file.write_text(json.dumps(docs))
-    rng = random.Random(9)
-    for kill_after in (rng.uniform(0.05, 0.6), rng.uniform(0.6, 2.0), rng.uniform(2.0, 4.0)):
-        assert run_crash_script(database_uri, docs_file, kill_after) == "killed"
-        kb = db.corpus("crash")
-        state = everything(db, kb.id)
-        present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
-        # Every document that exists is fully indexed, and the derived tables are
-        # exactly those of a corpus holding just these documents.
-        assert all(indexed for *_, indexed in state["documents"])
-        fresh_name = f"crash-fresh-{kill_after:.2f}"
-        fresh = db.corpus(fresh_name)
-        fresh.ingest(present, progress=False)
-        expected = statistics(db, fresh.id)
-        assert {k: state[k] for k in expected} == expected
-        # Extraction commits chunk batches: whatever is recorded as extracted has its triples.
-        per_chunk: dict[tuple, int] = {}
-        for ext, ordinal, *_ in state["triples"]:
-            per_chunk[(ext, ordinal)] = per_chunk.get((ext, ordinal), 0) + 1
-        for ext, ordinal, _extractor, n, _failed in state["extracted"]:
-            assert per_chunk.get((ext, ordinal), 0) == n
-        db.drop_corpus(fresh_name)
+    total = len(docs)
+    # Kill points from committed progress: early and late in the document batches,
+    # then after the first triple-extraction batch of the third run.
+    for threshold in (4, 16):
+        assert run_crash_script(database_uri, docs_file, lambda _ready, now, t=threshold: now[0] >= t) == "killed"
+        present, _ = check_whole(db, docs, "crash")
+        assert threshold <= len(present) < total, (threshold, len(present))   # the kill landed mid-ingest
+    assert run_crash_script(database_uri, docs_file, lambda ready, now: now[1] > ready[1]) == "killed"
+    present, state = check_whole(db, docs, "crash")
+    n_chunks = len(state["chunks"])
+    assert len(present) == total and 0 < len(state["extracted"]) < n_chunks  # mid-extraction
     assert run_crash_script(database_uri, docs_file, None) == "done"
     fresh = db.corpus("crash-fresh")
     fresh.ingest(docs, progress=False, extract_triples="spacy")
@@ -221,9 +264,11 @@ def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, dat
 # -- concurrency ------------------------------------------------------------------
 
 def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, database_uri):
-    """An ingest, a deleter and two query loops, each on its own connections:
-    no errors or deadlocks, hits only from committed documents, and the final
-    corpus equals a rebuild of what is left."""
+    """An ingest, a deleter and three query loops, each on its own connections:
+    no errors or deadlocks; every hit is a document that was committed when the
+    query ran (present in a snapshot taken just before it or just after it), so
+    neither an uncommitted batch nor a document deleted before the query shows up;
+    and the final corpus equals a rebuild of what is left."""
     docs = many_docs()[:12]
     writer_db, deleter_db, reader_db = (pgrag.connect(database_uri) for _ in range(3))
     kb, deleter, reader = (d.corpus("busy") for d in (writer_db, deleter_db, reader_db))
@@ -231,6 +276,8 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     reader.embedder
     errors: list[BaseException] = []
     seen_ids: set[str] = set()
+    outside: list[tuple[str, str, set[str], set[str]]] = []   # (method, hit, before, after)
+    queries = [0]
     done = threading.Event()
 
     def guard(fn):
@@ -251,9 +298,20 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
 
     def query(method: str):
         def loop():
-            while not done.is_set():
-                for hit in reader.retrieve("Lothair married Teutberga in Lotharingia", method=method, k=5):
-                    seen_ids.add(hit.provenance.external_id)
+            with psycopg.connect(database_uri, autocommit=True) as snap:
+                def committed() -> set[str]:
+                    return {r[0] for r in snap.execute(
+                        "SELECT external_id FROM pgrag.document WHERE corpus_id = %s", (kb.id,))}
+
+                while not done.is_set():
+                    before = committed()
+                    hits = reader.retrieve("Lothair married Teutberga in Lotharingia", method=method, k=5)
+                    after = committed()
+                    queries[0] += 1
+                    for hit in hits:
+                        seen_ids.add(hit.provenance.external_id)
+                        if hit.provenance.external_id not in before | after:
+                            outside.append((method, hit.provenance.external_id, before, after))
         return loop
 
     workers = [threading.Thread(target=guard(f)) for f in (ingest, delete)]
@@ -267,7 +325,9 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     for t in readers:
         t.join(timeout=60)
     assert errors == []
-    assert seen_ids <= {d["id"] for d in docs}
+    assert outside == [], outside[:3]
+    # The check was not vacuous: queries ran while documents were being added.
+    assert queries[0] >= 6 and seen_ids - {d["id"] for d in docs[:2]}, (queries[0], seen_ids)
     for other in (writer_db, deleter_db, reader_db):
         other.close()
     # The deletes ran while the ingest was adding: each deleted id may have been
@@ -295,3 +355,74 @@ def test_the_graph_cache_is_never_stale_across_connections(db, database_uri):
     assert cached.terms == reloaded.terms and (cached.transition != reloaded.transition).nnz == 0
     hits = kb.retrieve("Lothair Lotharingia Teutberga", method="tigrag", k=3)
     assert "d0" not in {h.provenance.external_id for h in hits}
+
+
+# -- the server crashes -------------------------------------------------------------
+
+@pytest.fixture
+def private_server():
+    """An embedded server of this test's own (the session's must survive)."""
+    import shutil
+    import tempfile
+
+    from pgrag import server
+
+    root = Path(tempfile.mkdtemp(prefix="pgrag-crash-"))
+    data_dir = root / "pg"
+    uri = server.start(data_dir)
+    yield data_dir, uri
+    server.stop(data_dir)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_postmaster_killed_mid_ingest_then_restarted(private_server):
+    """kill -9 of the postmaster (not the client) during an ingest: the client
+    gets ConnectionFailed; after a restart (crash recovery) every document is
+    fully indexed or absent, the derived tables equal a rebuild of the present
+    documents, and re-running the ingest with the same client completes it."""
+    from pgrag import server
+
+    data_dir, uri = private_server
+    docs = many_docs()
+    db = pgrag.connect(uri)
+    kb = db.corpus("crash")
+    kb.ingest(docs[:1], progress=False)                    # models loaded, one document in
+    failure: list[BaseException] = []
+
+    def ingest():
+        try:
+            kb.ingest(docs, batch_size=1, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            failure.append(exc)
+
+    worker = threading.Thread(target=ingest)
+    with psycopg.connect(uri, autocommit=True) as conn:
+        worker.start()
+        deadline = time.monotonic() + 300
+        while crash_progress(conn)[0] < 6:
+            assert worker.is_alive(), "the ingest finished before the kill point"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        postmaster = server.status(data_dir).pid
+        assert postmaster is not None
+        os.kill(postmaster, signal.SIGKILL)
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], pgrag.ConnectionFailed), failure
+    assert not server.status(data_dir).running              # a zombie postmaster counts as stopped
+
+    assert server.start(data_dir) == uri                    # restarted: crash recovery from the WAL
+    state = everything(db, kb.id)                           # the same client reconnects
+    present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
+    assert 6 <= len(present) < len(docs)
+    assert all(indexed for *_, indexed in state["documents"])
+    rebuilt = db.corpus("crash-present")
+    rebuilt.ingest(present, progress=False)
+    assert_same(state, everything(db, rebuilt.id))
+
+    report = kb.ingest(docs, batch_size=4, progress=False)  # the re-run completes the job
+    assert report.unchanged == len(present) and report.added == len(docs) - len(present)
+    full = db.corpus("crash-full")
+    full.ingest(docs, progress=False)
+    assert_same(everything(db, kb.id), everything(db, full.id))
+    db.close()

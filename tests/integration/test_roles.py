@@ -228,3 +228,51 @@ def test_roles_cli_grants_and_lists(db, database_uri, make_role):
         conn.execute("SELECT 1 FROM pgrag.corpus")
     result = CliRunner().invoke(main, ["roles", "grant-corpus", "no_such_role_x", "cli-corpus", "--dsn", database_uri])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_revoke_corpus_hides_it_again_from_python_cli_and_sql(db, database_uri, make_role, wiki_docs):
+    """Under isolation a granted corpus is visible; revoke_corpus (each of the
+    three ways) hides it again, and only that grant goes. grant-writer from the CLI
+    lets the role delete."""
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    db.corpus("one").ingest(wiki_docs[:2], progress=False)
+    db.corpus("two").ingest(wiki_docs[2:4], progress=False)
+    role = make_role("rev")
+    result = CliRunner().invoke(main, ["roles", "grant-writer", role, "--dsn", database_uri], catch_exceptions=False)
+    assert result.exit_code == 0 and f"{role}: writer" in result.output
+    db.enable_tenant_isolation()
+
+    def names() -> list[str]:
+        with psycopg.connect(as_role(database_uri, role)) as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM pgrag.corpus ORDER BY name")]
+
+    def revoke_python() -> None:
+        db.revoke_corpus(role, "one")
+
+    def revoke_cli() -> None:
+        result = CliRunner().invoke(main, ["roles", "revoke-corpus", role, "one", "--dsn", database_uri],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0 and f"{role}: no longer sees one" in result.output
+
+    def revoke_sql() -> None:
+        with psycopg.connect(database_uri) as conn:
+            conn.execute("SELECT pgrag.revoke_corpus(%s, %s)", (role, "one"))
+
+    for revoke in (revoke_python, revoke_cli, revoke_sql):
+        db.grant_corpus(role, "one")
+        db.grant_corpus(role, "two")
+        assert names() == ["one", "two"]
+        revoke()
+        assert names() == ["two"], revoke.__name__
+        assert db.corpus_access() == [("two", role)]
+        db.revoke_corpus(role, "two")
+        assert names() == [] and db.corpus_access() == []
+    # the writer grant from the CLI: with a corpus granted, the role deletes in it
+    db.grant_corpus(role, "two")
+    tenant = pgrag.connect(as_role(database_uri, role))
+    assert tenant.corpus("two", create=False).delete([wiki_docs[2]["id"]]) == 1
+    tenant.close()
+    db.disable_tenant_isolation()

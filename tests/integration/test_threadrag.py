@@ -127,15 +127,20 @@ def test_garbage_and_errors_degrade_without_crashing(kb):
 
 def test_real_local_llm_drives_the_loop(db, wiki_docs, local_llm_url):
     from pgrag.local_llm import MODEL_ALIAS
+    from tests.fake_llm import RecordingProxy
 
     kb = db.corpus("thread-real")
     kb.ingest(wiki_docs[:4], progress=False)
-    llm = kb.llm(LLMSettings(base_url=local_llm_url, model=MODEL_ALIAS, max_tokens=32, timeout=120))
-    # one round and a short context keep this quick on a CPU (the loop itself is
-    # tested against the scripted fake above)
-    hits = kb.retrieve(QUESTION, method="threadrag", k=3, llm=llm, iterations=1, max_context_chars=500)
+    with RecordingProxy(local_llm_url) as proxy:
+        llm = kb.llm(LLMSettings(base_url=proxy.base_url, model=MODEL_ALIAS, max_tokens=32, timeout=120))
+        # one round and a short context keep this quick on a CPU (the loop itself is
+        # tested against the scripted fake above)
+        hits = kb.retrieve(QUESTION, method="threadrag", k=3, llm=llm, iterations=1, max_context_chars=500)
     trace = hits.trace
-    assert trace.llm_calls >= 3 and trace.prompt_tokens > 0 and trace.completion_tokens > 0
+    # whatever the model said: every call reached the server, and the tokens are the server's
+    assert trace.llm_calls == len(proxy.exchanges) >= 3
+    assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage()
+    assert QUESTION in json.dumps(proxy.exchanges[0][0]["messages"])
     assert trace.outcome["finish"] in {"sufficient", "max_iterations", "nothing_missing",
                                        "no_new_documents", "llm_error"}
     assert steps(hits, "pathfinding") and steps(hits, "sufficiency") and len(hits) > 0

@@ -4,16 +4,12 @@ pooling cut-off, hops and their termination, the SQL entry points."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pgrag import graph
 from pgrag.exceptions import PgragError
-
-BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench" / "2wiki"
-
 
 @pytest.fixture
 def kb(db, wiki_docs):
@@ -132,8 +128,10 @@ def test_presets_ablations_and_options(kb):
     degree = kb.retrieve(q, method="tigrag-degree", k=5)
     assert next(s for s in degree.trace.steps if s["step"] == "hop")["ppr_iterations"] == 0
     assert len(kb.retrieve(q, method="tigrag-no-bm25", k=5)) > 0
-    with pytest.raises(PgragError, match="bad tigrag option"):
+    with pytest.raises(PgragError, match=r"'tigrag' does not take option\(s\) gama \(settings: gamma, "):
         kb.retrieve(q, method="tigrag", k=5, gama=3)
+    with pytest.raises(PgragError, match="bad tigrag option: hops"):
+        kb.retrieve(q, method="tigrag", k=5, hops=0)
     with pytest.raises(PgragError, match="does not take option"):
         kb.retrieve(q, method="dense", k=5, gamma=3)
 
@@ -163,10 +161,11 @@ def test_sql_ppr_matches_scipy(db, kb):
     assert [r[1] for r in rows] == pytest.approx([pr.scores[g.index[t]] for t, _ in rows], abs=1e-9)
 
 
-def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db):
+@pytest.mark.slow
+def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db, bench_2wiki):
     """The whole 2Wiki corpus, one chunk per passage, indexed by the real SQL
     pipeline (pgrag.index_chunks); embeddings are not needed for the graph."""
-    docs = json.loads((BENCH / "corpus.json").read_text())
+    docs = json.loads((bench_2wiki / "corpus.json").read_text())
     kb = db.corpus("wiki-graph")
     with db.transaction() as conn:
         conn.execute(

@@ -69,9 +69,11 @@ def test_sql_functions_run_with_a_fixed_search_path(database_uri):
                WHERE p.pronamespace = 'pgrag'::regnamespace""").fetchall()
     assert len(rows) >= 10
     for name, config, security_definer, public in rows:
-        # The one definer function builds HNSW indexes (DDL needs the owner); only
-        # roles given grant_writer may call it (README "Security and operations").
-        assert not security_definer or (name == "ensure_hnsw_index" and not public), name
+        # Two definer functions, neither executable by PUBLIC: building HNSW indexes
+        # (DDL needs the owner; roles given grant_writer may call it) and the follow
+        # trigger (the application role needs no rights on pgrag tables; README
+        # "Security and operations", "Following an application table").
+        assert not security_definer or (name in ("ensure_hnsw_index", "follow_enqueue") and not public), name
         if name not in ("stopwords", "chunk_search_text"):  # pure expressions, inlined
             assert config and any(c.startswith("search_path=pg_catalog, pgrag") for c in config), (name, config)
 

@@ -79,11 +79,24 @@ def test_hash_and_search_text_accept_any_string(title, body):
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | ANY_TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3), max_leaves=6)
+
+# Documents PostgreSQL can store: no NUL, no lone surrogate, finite numbers, a
+# non-blank text and id. Control characters, RTL marks and SQL are all fine.
+STORABLE_CHAR = st.characters(codec="utf-8", exclude_characters="\x00")
+STORABLE_TEXT = st.text(STORABLE_CHAR, max_size=200)
+NON_BLANK = st.text(STORABLE_CHAR, min_size=1, max_size=200).filter(lambda t: t.strip())
+STORABLE_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | STORABLE_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(STORABLE_TEXT, inner, max_size=3), max_leaves=6)
+VALID_DOC = st.fixed_dictionaries(
+    {"id": NON_BLANK.filter(lambda t: len(t) <= 1000), "text": NON_BLANK},
+    optional={"title": STORABLE_TEXT, "metadata": st.dictionaries(STORABLE_TEXT, STORABLE_JSON, max_size=3)})
 RAW_DOC = st.one_of(
     st.dictionaries(st.sampled_from(["id", "title", "text", "body", "metadata"]), JSONISH, max_size=5),
     st.fixed_dictionaries({"id": ANY_TEXT, "title": ANY_TEXT, "text": ANY_TEXT},
                           optional={"metadata": st.dictionaries(ANY_TEXT, JSONISH, max_size=3)}),
     JSONISH,
+    VALID_DOC,
 )
 
 
@@ -96,20 +109,99 @@ def storable(value: str) -> bool:
     return "\x00" not in value
 
 
+def strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from strings(k)
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def expected_id(raw) -> "str | None":
+    """The id an independent reading of the input rules gives ``raw``, or None
+    when the document must be refused (README "Input documents")."""
+    if not isinstance(raw, dict):
+        return None
+    body = raw["text"] if "text" in raw else raw.get("body")
+    title = raw.get("title") if raw.get("title") is not None else ""
+    ident = raw["id"] if "id" in raw else title
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        ident = str(ident)
+    metadata = raw.get("metadata") or {}
+    if not (isinstance(body, str) and body.strip() and isinstance(title, str) and isinstance(metadata, dict)):
+        return None
+    if not (isinstance(ident, str) and ident.strip() and len(ident) <= 1000):
+        return None
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if not all(storable(v) for v in (ident, title, body, *strings(metadata))):
+        return None
+    return ident
+
+
 @settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RAW_DOC, max_size=4))
 def test_validate_accepts_only_storable_documents(raw):
-    try:
-        docs = validate(raw)
-    except InputError:
+    ids = [expected_id(r) for r in raw]
+    if None in ids or len(set(ids)) < len(ids):
+        with pytest.raises(InputError):
+            validate(raw)
         return
+    docs = validate(raw)
+    assert [d.external_id for d in docs] == ids
     for doc in docs:
         assert isinstance(doc, DocumentIn)
         assert doc.body.strip() and doc.external_id.strip()
         assert all(storable(v) for v in (doc.external_id, doc.title, doc.body))
         text = json.dumps(doc.metadata, allow_nan=False, ensure_ascii=False)  # strict JSON, as jsonb takes it
         assert storable(text) and "\\u0000" not in text
-    assert len({d.external_id for d in docs}) == len(docs)
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(VALID_DOC, max_size=5, unique_by=lambda d: d["id"]))
+def test_validate_accepts_every_storable_document_unchanged(raw):
+    docs = validate(raw)
+    assert [(d.external_id, d.title, d.body, d.metadata) for d in docs] == [
+        (r["id"], r.get("title", ""), r["text"], r.get("metadata", {})) for r in raw]
+
+
+FLAWS = {
+    "nul in id": lambda d: {**d, "id": d["id"] + "\x00"},
+    "surrogate in title": lambda d: {**d, "title": "t\udcff"},
+    "surrogate in text": lambda d: {**d, "text": d["text"] + "\ud800"},
+    "blank text": lambda d: {**d, "text": " \n\t"},
+    "no text": lambda d: {k: v for k, v in d.items() if k != "text"},
+    "id too long": lambda d: {**d, "id": "x" * 1001},
+    "blank id": lambda d: {**d, "id": "  "},
+    "title not a string": lambda d: {**d, "title": 5},
+    "metadata not an object": lambda d: {**d, "metadata": [1, 2]},
+    "nan in metadata": lambda d: {**d, "metadata": {"v": float("nan")}},
+    "infinity in metadata": lambda d: {**d, "metadata": {"v": [float("-inf")]}},
+    "nul in a metadata key": lambda d: {**d, "metadata": {"k\x00": 1}},
+    "surrogate in metadata": lambda d: {**d, "metadata": {"k": {"deep": "\udfff"}}},
+    "not an object": lambda d: [d],
+}
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(VALID_DOC, min_size=1, max_size=4, unique_by=lambda d: d["id"]), st.sampled_from(sorted(FLAWS)),
+       st.data())
+def test_one_flaw_among_valid_documents_is_refused(raw, flaw, data):
+    at = data.draw(st.integers(0, len(raw) - 1))
+    raw[at] = FLAWS[flaw](raw[at])
+    with pytest.raises(InputError, match=f"document {at + 1}"):
+        validate(raw)
+
+
+def test_a_duplicate_id_is_refused():
+    with pytest.raises(InputError, match="duplicate id 'a' \\(also document 1\\)"):
+        validate([{"id": "a", "text": "x"}, {"id": "b", "text": "y"}, {"id": "a", "text": "z"}])
 
 
 @pytest.mark.parametrize("doc, message", [

@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,6 +29,7 @@ def test_wheel_contains_sql_migrations_and_data(tmp_path):
     assert not any(n.startswith("tests/") for n in names)
 
 
+@pytest.mark.slow  # a cold mypy run over the package takes minutes on two cores
 def test_mypy_passes():
     result = subprocess.run([sys.executable, "-m", "mypy", "pgrag"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

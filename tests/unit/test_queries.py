@@ -1,11 +1,33 @@
 import re
+from pathlib import Path
 
 import pytest
 
-from pgrag.queries import parse, queries
-from pathlib import Path
-
 import pgrag
+from pgrag.bench import _LOAD_QUERY
+from pgrag.bulk import TABLES
+from pgrag.queries import parse, queries
+
+# Every way the package runs a named query with a literal name: query("x") and the
+# Database helpers fetchall/fetchone/fetch_row/_admin (the name may sit on the next line).
+NAMED_CALL = re.compile(r'\b(?:query|fetchall|fetchone|fetch_row|_admin)\(\s*"([a-z_][a-z0-9_]*)"')
+# ThreadRAG picks its document query from a dict literal: {"hybrid": "threadrag_documents", ...}[...]
+THREADRAG_DISPATCH = re.compile(r'\{("(?:hybrid|dense|bm25)":\s*"[a-z_0-9]+",?\s*)+\}\[settings\.retrieval\]')
+
+
+def package_source() -> str:
+    return "\n".join(p.read_text() for p in sorted(Path(pgrag.__file__).parent.rglob("*.py")))
+
+
+def used_query_names(source: str) -> set[str]:
+    used = set(NAMED_CALL.findall(source))
+    for mapping in THREADRAG_DISPATCH.finditer(source):
+        used.update(re.findall(r':\s*"([a-z_0-9]+)"', mapping.group(0)))
+    used.update(_LOAD_QUERY.values())  # bench load runs query(_LOAD_QUERY[method]) for each SQL method
+    # pgrag.bulk runs query(f"copy_{table}") over psycopg and query(f"bulk_{table}") over SPI
+    assert 'query(f"copy_{table}")' in source and 'query(f"bulk_{table}")' in source
+    used.update(f"{kind}_{table}" for kind in ("copy", "bulk") for table in TABLES)
+    return used
 
 
 def test_every_named_query_is_nonempty_and_uses_bound_parameters():
@@ -22,10 +44,18 @@ def test_duplicate_query_names_are_rejected():
         parse("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;")
 
 
-def test_every_query_used_in_code_exists():
-    used = set()
-    for path in Path(pgrag.__file__).parent.rglob("*.py"):
-        used.update(re.findall(r'query\("([a-z_0-9]+)"\)', path.read_text()))
-        used.update(re.findall(r'fetch(?:all|one)\("([a-z_0-9]+)"', path.read_text()))
-    assert used, "no query() calls found"
-    assert used <= set(queries()), used - set(queries())
+def test_the_call_pattern_sees_every_helper():
+    """The scanner below must see each calling convention, or the next test is vacuous."""
+    sample = '''db.fetch_row("a")\nself._admin("b", {})\nconn.execute(query("c"))\n
+                db.fetchall(\n    "d", {})\nx.fetchone("e")'''
+    assert set(NAMED_CALL.findall(sample)) == {"a", "b", "c", "d", "e"}
+    source = package_source()
+    for helper in ("fetch_row", "_admin", "fetchall", "fetchone", "query"):
+        assert re.search(rf'\b{helper}\(\s*"', source), f"no {helper}(...) call found: pattern out of date?"
+
+
+def test_every_named_query_used_exists_and_every_named_query_is_used():
+    used = used_query_names(package_source())
+    defined = set(queries())
+    assert used - defined == set(), f"used but not in queries.sql: {sorted(used - defined)}"
+    assert defined - used == set(), f"in queries.sql but never used: {sorted(defined - used)}"

@@ -10,11 +10,8 @@ import pytest
 from pgrag.evaluate import corpus_name_for, load_questions
 from pgrag.exceptions import InputError
 
-BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench" / "2wiki"
-
-
-def test_the_benchmark_questions_load():
-    questions = load_questions(BENCH / "questions.jsonl")
+def test_the_benchmark_questions_load(bench_2wiki):
+    questions = load_questions(bench_2wiki / "questions.jsonl")
     assert len(questions) == 111
     assert all(len(q.supporting_titles) in (2, 4) for q in questions)
 

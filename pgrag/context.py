@@ -1,0 +1,176 @@
+"""What a retrieval method may use: a narrow context, the same in both homes.
+
+A method receives a ``Context``, never the ``Corpus`` façade: a database that
+runs the named queries of ``sql/queries.sql`` (psycopg in a client process, SPI
+inside the server), the corpus's facts, its embedding model, the spaCy model and
+the LLM (or why there is none). Everything a method needs beyond those is a
+named query, so the same method code runs in ``kb.retrieve`` and in SQL's
+``pgrag.retrieve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .config import DEFAULT_SPACY_MODEL
+from .results import Hit, Proposition, Provenance, SentenceSpan, Trace
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .llm import LLM
+
+
+class QueryRunner(Protocol):
+    """The database side of a context: named queries, and a transaction whose
+    connection ``execute``s SQL text with ``%(name)s`` parameters."""
+
+    dsn: str
+
+    def fetchall(self, name: str, params: dict[str, Any] | None = None) -> list[tuple]: ...
+
+    def fetchone(self, name: str, params: dict[str, Any] | None = None) -> tuple | None: ...
+
+    def fetch_row(self, name: str, params: dict[str, Any] | None = None) -> tuple: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusInfo:
+    """A corpus's row in ``pgrag.corpus``: its id, name, model and chunking."""
+
+    corpus_id: int
+    name: str
+    embedding_model: str
+    embedding_dim: int
+    chunk_sentences: int
+    chunk_overlap: int
+    edge_window: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> "CorpusInfo":
+        """From a ``corpus_by_name`` row."""
+        return cls(corpus_id=row[0], name=row[1], embedding_model=row[2], embedding_dim=row[3],
+                   chunk_sentences=row[4], chunk_overlap=row[5], edge_window=row[6])
+
+
+def lookup_corpus(db: QueryRunner, name: str) -> CorpusInfo | None:
+    row = db.fetchone("corpus_by_name", {"name": name})
+    return CorpusInfo.from_row(row) if row is not None else None
+
+
+@dataclass
+class Context:
+    """One corpus as a method sees it."""
+
+    db: QueryRunner
+    info: CorpusInfo
+    spacy_model: str = DEFAULT_SPACY_MODEL
+    llm: "LLM | None" = None
+    # Why ``llm`` is None, for the trace of a method that falls back without one.
+    llm_note: str = "no LLM configured (PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL, or llm=...): retrieval-only fallback"
+    _embedder: "Embedder | None" = field(default=None, repr=False)
+
+    @property
+    def id(self) -> int:
+        return self.info.corpus_id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @cached_property
+    def embedder(self) -> "Embedder":
+        """The corpus's embedding model (the one it was created with)."""
+        if self._embedder is not None:
+            return self._embedder
+        from .embed import corpus_embedder
+
+        return corpus_embedder(self.info)
+
+    # -- what every method does --------------------------------------------------
+
+    def encode(self, texts: Sequence[str], trace: Trace | None = None) -> list[Any]:
+        """Embeddings of ``texts`` in one batch, timed as the trace's "embed" stage."""
+        t0 = time.perf_counter()
+        out = list(self.embedder.encode(list(texts))) if texts else []
+        if trace is not None:
+            trace.time("embed", t0)
+        return out
+
+    def tokenize(self, text: str) -> list[str]:
+        """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""
+        return list(self.db.fetch_row("tokenize", {"text": text})[0])
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """chunk id -> (document title, chunk text)."""
+        if not chunk_ids:
+            return {}
+        return {cid: (title, text) for cid, title, text in self.db.fetchall(
+            "chunk_texts", {"corpus_id": self.id, "chunk_ids": list(chunk_ids)})}
+
+    def propositions(self, queries: str | Sequence[str], *, unique_chunks: int = 5) -> list[Proposition]:
+        """Propositions most similar to any of the queries (one global pool), in
+        descending similarity until they cover ``unique_chunks`` distinct chunks."""
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        if not texts:
+            return []
+        vectors = self.encode([t.replace("\x00", " ") for t in texts])
+        rows = self.db.fetchall("propositions", {"corpus": self.name, "embeddings": vectors,
+                                                 "unique_chunks": unique_chunks})
+        return [Proposition(rank=r[0], triple_id=r[1], score=float(r[2]), subject=r[3], predicate=r[4],
+                            object=r[5], text=r[6], extractor=r[7], chunk_id=r[8], document_id=r[9],
+                            external_id=r[10], title=r[11], char_start=r[12], char_end=r[13], query=r[14])
+                for r in rows]
+
+    def hits(self, chunk_ids: Sequence[int], scores: Sequence[float],
+             details: Sequence[dict[str, Any]] | None = None, trace: Trace | None = None) -> list[Hit]:
+        """The final hits, in the given order, with provenance fetched in one query
+        (timed as the trace's "provenance" stage) and each hit's ``details``."""
+        t0 = time.perf_counter()
+        rows = self.db.fetchall("hits", {"corpus_id": self.id, "chunk_ids": list(chunk_ids),
+                                         "scores": [float(s) for s in scores]}) if chunk_ids else []
+        out = self.hits_from_rows(rows)
+        if details is not None:
+            by_chunk = dict(zip(chunk_ids, details))
+            out = [Hit(rank=h.rank, score=h.score, text=h.text, provenance=h.provenance,
+                       details=by_chunk[h.provenance.chunk_id]) for h in out]
+        if trace is not None:
+            trace.time("provenance", t0)
+        return out
+
+    def hits_from_rows(self, rows: Sequence[tuple]) -> list[Hit]:
+        """Hits from rows shaped like ``pgrag.hits`` (rank, chunk_id, score, document_id,
+        external_id, title, chunk_ordinal, first/last sentence, char_start, char_end, text)."""
+        sentences: dict[int, list[SentenceSpan]] = {}
+        if rows:
+            for chunk_id, ordinal, start, end in self.db.fetchall("chunk_sentences_many", {
+                    "corpus_id": self.id, "chunk_ids": [r[1] for r in rows]}):
+                sentences.setdefault(chunk_id, []).append(
+                    SentenceSpan(ordinal=ordinal, char_start=start, char_end=end))
+        return [
+            Hit(rank=rank, score=float(score), text=text, provenance=Provenance(
+                document_id=doc_id, external_id=ext, title=title, chunk_id=chunk_id,
+                chunk_ordinal=ordinal, char_start=start, char_end=end,
+                sentences=tuple(sentences.get(chunk_id, ()))))
+            for rank, chunk_id, score, doc_id, ext, title, ordinal, _first, _last, start, end, text in rows
+        ]
+
+    @contextlib.contextmanager
+    def charged(self, trace: Trace) -> Iterator[None]:
+        """Charge the LLM tokens spent inside the block to ``trace`` (also on error)."""
+        if self.llm is None:
+            yield
+            return
+        import dataclasses
+
+        before = dataclasses.replace(self.llm.usage)
+        try:
+            yield
+        finally:
+            trace.charge(self.llm.usage.since(before))

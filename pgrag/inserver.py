@@ -1,0 +1,270 @@
+"""pgrag's Python inside PostgreSQL: what SQL's ``pgrag._py(call, args)`` runs.
+
+The SQL entry points (``pgrag.retrieve``, ``pgrag.embed``, ``pgrag.ppr``,
+``pgrag.index``; ``sql/inserver.sql``) are thin SQL wrappers around one PL/Python
+function, ``pgrag._py``, which imports this module once per backend and calls
+``call()``. Everything below builds a ``pgrag.context.Context`` over SPI
+(``pgrag.spi.SpiDatabase``) and hands it to the same code a client process runs:
+``pgrag.methods.run``, ``pgrag.graph``, the ingest pipeline. No method has a
+second implementation here.
+
+Caches live as long as the backend: the embedding model (``get_embedder``), the
+token graph by graph version (``pgrag.graph``), and the prepared plans (``GD``).
+Errors that are pgrag's own come back as ``{"error": ...}`` and ``pgrag._checked``
+raises them with their SQLSTATE (``PgragError.sqlstate``); database errors (a
+cancel, a timeout, a permission) propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .exceptions import CorpusNotFound, InputError, PgragError
+
+# The server has no model hub either, and its OS user may have no home to cache in.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]) -> str:
+    """Run entry point ``name`` with its JSON arguments; the JSON result."""
+    handler = _CALLS.get(name)
+    try:
+        if handler is None:
+            raise PgragError(f"unknown in-server call {name!r}")
+        params = json.loads(payload) if isinstance(payload, str) else dict(payload or {})
+        result = handler(_database(plpy, GD), **params)
+    except PgragError as exc:
+        # Raised by pgrag._checked in SQL, so that the message reads as pgrag's own
+        # (an exception leaving PL/Python is prefixed with its Python class name).
+        error = {"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}}
+        return json.dumps(_without(error, _secret(plpy, GD)))
+    return json.dumps(result, default=_json_default)
+
+
+def _secret(plpy: Any, GD: dict[str, Any]) -> str | None:
+    try:
+        return llm_settings(_database(plpy, GD))[0].api_key
+    except PgragError:
+        return None
+
+
+def _database(plpy: Any, GD: dict[str, Any]) -> Any:
+    from .spi import SpiDatabase
+
+    return SpiDatabase(plpy, GD)
+
+
+def _context(db: Any, corpus: Any) -> Any:
+    from .config import Settings
+    from .context import Context, lookup_corpus
+
+    if not isinstance(corpus, str) or not corpus:
+        raise InputError("corpus must be a non-empty name")
+    info = lookup_corpus(db, corpus)
+    if info is None:
+        raise CorpusNotFound(f"corpus {corpus!r} does not exist")
+    # No LLM in the server yet: the LLM-driven methods run their retrieval-only fallback.
+    return Context(db=db, info=info, spacy_model=Settings.from_env().spacy_model,
+                   llm_note="no LLM inside the server: retrieval-only fallback (ask from Python for answers)")
+
+
+def _options(options: Any) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise InputError(f"options must be a JSON object, not {type(options).__name__} ({json.dumps(options)[:80]})")
+    return options
+
+
+# -- entry points ------------------------------------------------------------------
+
+def ping(db: Any) -> dict[str, Any]:
+    import sys
+
+    from . import __file__ as package_file
+
+    return {"python": sys.version.split()[0], "pgrag": os.path.dirname(package_file)}
+
+
+def embed(db: Any, corpus: str, text: Any) -> dict[str, Any]:
+    from .spi import _vector_text
+
+    if not isinstance(text, str):
+        raise InputError("text must not be NULL")
+    ctx = _context(db, corpus)
+    return {"vector": _vector_text(ctx.encode([text.replace("\x00", " ")])[0])}
+
+
+def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: Any,
+             trace: bool = False) -> dict[str, Any]:
+    from . import methods
+
+    if question is None:
+        raise InputError("question must not be NULL")
+    if method is None or k is None:
+        raise InputError("method and k must not be NULL")
+    ctx = _context(db, corpus)
+    hits = methods.run(ctx, method, question, k, _options(options))
+    out: dict[str, Any] = {"hits": [_hit_row(h) for h in hits]}
+    if hits.answer is not None:
+        out["answer"] = hits.answer
+    if trace:
+        import dataclasses
+
+        out["trace"] = dataclasses.asdict(hits.trace)
+    return out
+
+
+def ppr(db: Any, corpus: str, seeds: Any, damping: float, top: int, tolerance: float,
+        max_iterations: int) -> dict[str, Any]:
+    from .graph import personalized_pagerank, token_graph, top_nodes
+
+    if damping is None or not 0 <= damping < 1:
+        raise InputError(f"damping must be in [0, 1), got {damping}")
+    ctx = _context(db, corpus)
+    graph = token_graph(db, ctx.id)
+    nodes = sorted({graph.index[t] for t in (seeds or []) if t in graph.index})
+    if not nodes or not top or top < 1:
+        return {"rows": []}
+    result = personalized_pagerank(graph, nodes, damping=damping, tolerance=tolerance,
+                                   max_iterations=max_iterations)
+    best = top_nodes(result.scores, top)
+    return {"rows": [{"term": graph.terms[i], "score": float(result.scores[i])} for i in best]}
+
+
+def index(db: Any, corpus: str) -> dict[str, Any]:
+    import dataclasses
+
+    from .config import Settings
+    from .ingest import index_pending
+
+    ctx = _context(db, corpus)
+    settings = Settings.from_env()
+    report = index_pending(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
+                           batch_size=settings.batch_size, progress=False)
+    # A corpus that follows an application table: its queue, with the worker's code.
+    from . import follow
+
+    batches = follow.process_queue(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
+                                   batch_size=settings.batch_size)
+    return {**dataclasses.asdict(report), "queue": [dataclasses.asdict(b) for b in batches]}
+
+
+def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:
+    """The LLM settings for this call, and where each came from. The pgrag.llm_*
+    settings of the session win (PostgreSQL's own order: SET LOCAL, SET, ALTER
+    ROLE / DATABASE, postgresql.conf), then PGRAG_LLM_* in the server's
+    environment. The HTTP timeout is cut to what is left of statement_timeout."""
+    from .llm import LLMSettings
+
+    row = db.fetch_row("llm_settings_server")
+    env = LLMSettings.from_env()
+    chosen: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for i, name in enumerate(("base_url", "model", "api_key", "timeout")):
+        if row[i] is not None:
+            chosen[name], sources[name] = row[i], f"pgrag.llm_{name}"
+        else:
+            chosen[name], sources[name] = getattr(env, name), f"PGRAG_LLM_{name.upper()} (server environment)"
+    try:
+        timeout = float(chosen["timeout"])
+    except (TypeError, ValueError):
+        raise InputError(f"pgrag.llm_timeout must be a number of seconds, not {chosen['timeout']!r}") from None
+    retries = env.max_retries
+    statement_ms, elapsed_ms = row[4], row[5]
+    if statement_ms:
+        timeout = max(0.05, min(timeout, (statement_ms - elapsed_ms) / 1000))
+        retries = 0   # each retry would wait again: the statement has one budget
+        sources["timeout"] += ", bounded by statement_timeout"
+    settings = LLMSettings(base_url=chosen["base_url"], model=chosen["model"], api_key=chosen["api_key"],
+                           timeout=timeout, max_retries=retries)
+    return settings, sources
+
+
+def show_llm_settings(db: Any) -> dict[str, Any]:
+    settings, sources = llm_settings(db)
+    shown = {"base_url": settings.base_url, "model": settings.model,
+             "api_key": "(set)" if settings.api_key else None, "timeout": settings.timeout}
+    return {"rows": [{"setting": name, "value": None if value is None else str(value), "source": sources[name]}
+                     for name, value in shown.items()]}
+
+
+_LLM_FAILURES = {"llm_error", "malformed", "error"}
+
+
+def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> dict[str, Any]:
+    """An answering method's answer, its evidence and its trace, with the LLM
+    configured for the server; a failed LLM gives finish = llm_error and the
+    retrieval-only hits, or with ``{"strict": true}`` an error (PR010)."""
+    import dataclasses
+
+    from . import methods
+    from .exceptions import AnswerFailed
+    from .llm import LLM
+
+    if question is None or method is None:
+        raise InputError("question and method must not be NULL")
+    if not methods.get(method).answers:
+        raise InputError(f"method {method!r} retrieves but does not answer: call pgrag.retrieve for its hits")
+    opts = dict(_options(options))
+    strict = bool(opts.pop("strict", False))
+    k = opts.pop("k", 5)
+    ctx = _context(db, corpus)
+    settings, _sources = llm_settings(db)
+    if settings.configured:
+        ctx.llm = LLM(db, ctx.id, settings)
+    else:
+        ctx.llm_note = ("no LLM configured for the server (SET pgrag.llm_base_url and pgrag.llm_model, or "
+                        "PGRAG_LLM_* in the server's environment): retrieval-only fallback")
+    hits = methods.run(ctx, method, question, k, opts)
+    failed = ctx.llm is not None and (hits.answer is None or bool(_LLM_FAILURES & set(hits.trace.outcome.values())))
+    finish = "llm_error" if failed else hits.trace.outcome.get("finish", "natural")
+    if failed and strict:
+        errors = [s.get("error") for s in hits.trace.steps if s.get("error")]
+        raise AnswerFailed(f"{method} could not answer with the LLM {settings.model!r}: "
+                           f"{errors[0] if errors else 'no answer'}")
+    result = {"answer": hits.answer, "hits": [_hit_row(h) for h in hits], "trace": dataclasses.asdict(hits.trace),
+              "llm_calls": hits.trace.llm_calls, "prompt_tokens": hits.trace.prompt_tokens,
+              "completion_tokens": hits.trace.completion_tokens, "finish": finish}
+    return _without(result, settings.api_key)
+
+
+def _without(result: dict[str, Any], secret: str | None) -> dict[str, Any]:
+    """``result`` with every occurrence of ``secret`` masked (an endpoint may echo
+    the key in an error message, and messages reach the trace)."""
+    if not secret:
+        return result
+    text = json.dumps(result, default=_json_default)
+    return json.loads(text.replace(secret, "***")) if secret in text else result
+
+
+def _hit_row(hit: Any) -> dict[str, Any]:
+    p = hit.provenance
+    return {"rank": hit.rank, "chunk_id": p.chunk_id, "score": hit.score, "document_id": p.document_id,
+            "external_id": p.external_id, "title": p.title, "chunk_ordinal": p.chunk_ordinal,
+            "first_sentence": p.sentences[0].ordinal if p.sentences else None,
+            "last_sentence": p.sentences[-1].ordinal if p.sentences else None,
+            "char_start": p.char_start, "char_end": p.char_end, "text": hit.text, "details": hit.details}
+
+
+def _json_default(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+_CALLS: dict[str, Callable[..., dict[str, Any]]] = {
+    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer,
+    "llm_settings": show_llm_settings,
+}

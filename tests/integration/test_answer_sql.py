@@ -1,0 +1,177 @@
+"""Answers from SQL: pgrag.answer runs an answering method's LLM loop inside the
+server, with the LLM set for the session, against a scripted OpenAI-compatible
+server on 127.0.0.1 (the same wire protocol as any real endpoint)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+
+import pgrag
+from pgrag import prompts
+from pgrag.llm import LLMSettings
+from tests.conftest import TEMPLATE, WIKI, scratch_database
+from tests.fake_llm import FakeLLM, Status
+
+QUESTION = "When did the mother of Lothair II die?"
+SECRET = "sk-test-5ecret-never-stored"
+
+
+def t2rag_script(request: dict[str, Any]) -> str:
+    system = request["messages"][0]["content"]
+    user = request["messages"][-1]["content"]
+    if system == prompts.T2RAG_DECOMPOSE_SYSTEM:
+        return json.dumps({"triples": [["Lothair II", "mother", "?mother"], ["?mother", "died on", "?date"]]})
+    if system == prompts.T2RAG_RESOLVE_SYSTEM:
+        still_open = user.split("Known:")[0]
+        return json.dumps({"values": {"?mother": "Ermengarde of Tours"} if "?mother" in still_open
+                           else {"?date": "20 March 851"}})
+    return "Answer: 20 March 851."
+
+
+@pytest.fixture(scope="module")
+def uri(pg_uri: str, template_uri: str) -> Iterator[str]:
+    with scratch_database(pg_uri, "pgrag_answer_", TEMPLATE) as u:
+        db = pgrag.connect(u)
+        db.corpus("wiki").ingest(WIKI, progress=False, extract_triples="spacy")
+        db.close()
+        yield u
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM(t2rag_script) as server:
+        yield server
+
+
+@pytest.fixture
+def conn(uri: str, fake: FakeLLM) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', false),"
+                  " set_config('pgrag.llm_api_key', %s, false)", (fake.base_url, SECRET))
+        yield c
+
+
+def ask(conn: psycopg.Connection, question: str = QUESTION, method: str = "t2rag",
+        options: dict[str, Any] | None = None) -> tuple:
+    return conn.execute("SELECT answer, hits, trace, llm_calls, prompt_tokens, completion_tokens, finish "
+                        "FROM pgrag.answer('wiki', %s, %s, %s::jsonb)",
+                        (question, method, json.dumps(options or {}))).fetchone()
+
+
+def test_the_answer_from_sql_equals_python_and_the_cache_is_shared(uri, fake, conn):
+    db = pgrag.connect(uri)
+    kb = db.corpus("wiki", create=False)
+    python = kb.answer(QUESTION, method="t2rag", llm=kb.llm(LLMSettings(base_url=fake.base_url, model="fake-model",
+                                                                     api_key=SECRET)))
+    db.close()
+    assert python.text == "20 March 851"
+    calls = len(fake.requests)
+    answer, hits, trace, llm_calls, prompt_tokens, completion_tokens, finish = ask(conn)
+    assert len(fake.requests) == calls               # every reply came from the shared cache
+    assert answer == python.text and finish == "natural"
+    assert [h["chunk_id"] for h in hits] == [h.provenance.chunk_id for h in python.evidence]
+    assert (llm_calls, prompt_tokens, completion_tokens) == (
+        python.trace.llm_calls, python.trace.prompt_tokens, python.trace.completion_tokens) and llm_calls >= 3
+    assert [s["step"] for s in trace["steps"]] == [s["step"] for s in python.trace.steps]
+
+
+def test_the_key_is_never_stored_returned_traced_or_in_an_error(uri, conn):
+    def echo_key(request: dict[str, Any]) -> "str | Status":
+        return Status(401, f"Incorrect API key provided: {SECRET}")
+
+    with FakeLLM(echo_key) as refusing:
+        conn.execute("SELECT set_config('pgrag.llm_base_url', %s, false)", (refusing.base_url,))
+        row = ask(conn, "Who refused the key of Lothair II?")
+        assert row[6] == "llm_error" and row[0] is None and row[1]     # the retrieval-only hits
+        assert SECRET not in json.dumps(row) and "***" in json.dumps(row[2])   # the error is traced, masked
+        with pytest.raises(psycopg.Error) as caught:
+            ask(conn, "Who refused the key of Lothair II?", options={"strict": True})
+        assert caught.value.sqlstate == "PR010" and SECRET not in str(caught.value)
+    settings = {r[0]: r[1:] for r in conn.execute("SELECT * FROM pgrag.llm_settings()")}
+    assert settings["api_key"] == ("(set)", "pgrag.llm_api_key") and settings["model"][0] == "fake-model"
+    stored = conn.execute("SELECT string_agg(request::text || response, ' ') FROM pgrag.llm_cache").fetchone()[0]
+    assert stored and SECRET not in stored
+    tables = conn.execute("SELECT string_agg(format('%I.%I', schemaname, relname), ',') FROM pg_stat_user_tables "
+                          "WHERE schemaname = 'pgrag'").fetchone()[0].split(",")
+    for table in tables:
+        assert conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s",
+                            (f"%{SECRET}%",)).fetchone() == (0,), table
+
+
+def test_an_unreachable_endpoint_falls_back_or_raises_when_strict(conn):
+    conn.execute("SELECT set_config('pgrag.llm_base_url', 'http://127.0.0.1:9/v1', false)")
+    answer, hits, trace, *_rest, finish = ask(conn, "Where did Lothair II die?")
+    assert answer is None and finish == "llm_error" and hits
+    assert any("cannot reach the LLM endpoint" in json.dumps(s) for s in trace["steps"])
+    with pytest.raises(psycopg.Error) as caught:
+        ask(conn, "Where did Lothair II die?", options={"strict": True})
+    assert caught.value.sqlstate == "PR010" and "could not answer" in str(caught.value)
+
+
+def test_a_read_only_transaction_answers_without_writing_the_cache(uri, fake):
+    with psycopg.connect(uri) as c:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', "
+                  "false)", (fake.base_url,))
+        before = c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0]
+        c.commit()
+        c.execute("BEGIN READ ONLY")
+        calls = len(fake.requests)
+        answer, *_rest, finish = ask(c, "When did the mother of Lothair II die, read only?")
+        assert answer == "20 March 851" and finish == "natural" and len(fake.requests) > calls
+        c.rollback()
+        assert c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0] == before
+
+
+def test_statement_timeout_bounds_the_llm_wait(uri):
+    def slow(request: dict[str, Any]) -> str:
+        time.sleep(6)
+        return "{}"
+
+    with FakeLLM(slow) as sleepy, psycopg.connect(uri, autocommit=True) as c:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', "
+                  "false)", (sleepy.base_url,))
+        c.execute("SET statement_timeout = '1500ms'")
+        t0 = time.perf_counter()
+        with pytest.raises(errors.QueryCanceled):
+            ask(c, "Who waited for Lothair II?")
+        assert time.perf_counter() - t0 < 4.5    # not the 6 s of the reply, nor retries
+        c.execute("RESET statement_timeout")
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_retrieval_only_method_is_refused(conn):
+    with pytest.raises(psycopg.Error) as caught:
+        ask(conn, method="tigrag")
+    assert caught.value.sqlstate == "PR005" and "does not answer" in str(caught.value)
+    with pytest.raises(psycopg.Error) as caught:
+        ask(conn, method="nope")
+    assert caught.value.sqlstate == "PR004"
+
+
+@pytest.mark.slow
+def test_the_real_local_llm_answers_from_sql(uri, local_llm_url):
+    """SmolLM2 through pgrag.answer: the server's request/reply path, the tokens
+    the endpoint reported, and the cache hit on a repeat (not answer quality)."""
+    from pgrag.local_llm import MODEL_ALIAS
+
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', %s, false), "
+                  "set_config('pgrag.llm_timeout', '120', false)", (local_llm_url, MODEL_ALIAS))
+        before = c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0]
+        first = ask(c, "Who was the mother of Lothair II?", method="cirag", options={"rounds": 1})
+        answer, hits, trace, llm_calls, prompt_tokens, completion_tokens, finish = first
+        assert hits and llm_calls >= 1 and prompt_tokens > 20 and completion_tokens > 0, first[3:]
+        written = c.execute("SELECT count(*), sum(prompt_tokens), sum(completion_tokens) FROM pgrag.llm_cache"
+                            ).fetchone()
+        assert written[0] > before
+        assert finish in ("natural", "repeat", "cap", "malformed", "no_candidates", "llm_error")
+        again = ask(c, "Who was the mother of Lothair II?", method="cirag", options={"rounds": 1})
+        assert again[:2] == (answer, hits) and again[3:6] == first[3:6]   # same replies, from the cache
+        assert c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0] == written[0]

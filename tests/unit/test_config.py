@@ -1,0 +1,56 @@
+"""Settings.from_env: the only reader of PGRAG_* variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgrag.config import DEFAULT_EMBEDDING_MODEL, DEFAULT_SPACY_MODEL, Settings
+from pgrag.exceptions import ConfigError
+
+VARIABLES = ("PGRAG_DSN", "PGRAG_DATA_DIR", "PGRAG_EMBEDDING_MODEL", "PGRAG_SPACY_MODEL", "PGRAG_BATCH_SIZE",
+             "XDG_DATA_HOME")
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return monkeypatch
+
+
+def test_defaults_without_any_variable(env, tmp_path):
+    s = Settings.from_env()
+    assert s.dsn is None
+    assert s.data_dir == tmp_path / ".local" / "share" / "pgrag" / "pgdata"
+    assert (s.embedding_model, s.spacy_model, s.batch_size) == (DEFAULT_EMBEDDING_MODEL, DEFAULT_SPACY_MODEL, 64)
+
+
+def test_every_variable_is_read(env, tmp_path):
+    env.setenv("PGRAG_DSN", "postgresql://u:p@db:5432/app")
+    env.setenv("PGRAG_DATA_DIR", "~/elsewhere/pg")
+    env.setenv("PGRAG_EMBEDDING_MODEL", "some/model")
+    env.setenv("PGRAG_SPACY_MODEL", "en_core_web_sm")
+    env.setenv("PGRAG_BATCH_SIZE", "7")
+    s = Settings.from_env()
+    assert s.dsn == "postgresql://u:p@db:5432/app"
+    assert s.data_dir == tmp_path / "elsewhere" / "pg"                 # ~ expanded
+    assert (s.embedding_model, s.spacy_model, s.batch_size) == ("some/model", "en_core_web_sm", 7)
+
+
+def test_xdg_data_home_and_empty_values(env, tmp_path):
+    env.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for name in ("PGRAG_DSN", "PGRAG_EMBEDDING_MODEL", "PGRAG_BATCH_SIZE"):
+        env.setenv(name, "")                                            # empty means unset
+    s = Settings.from_env()
+    assert s.data_dir == Path(tmp_path / "xdg" / "pgrag" / "pgdata")
+    assert s.dsn is None and s.embedding_model == DEFAULT_EMBEDDING_MODEL and s.batch_size == 64
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "many", "1.5"])
+def test_a_bad_batch_size_is_a_config_error(env, raw):
+    env.setenv("PGRAG_BATCH_SIZE", raw)
+    with pytest.raises(ConfigError, match=f"PGRAG_BATCH_SIZE must be a positive integer, not '{raw}'"):
+        Settings.from_env()
