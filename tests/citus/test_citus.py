@@ -308,3 +308,24 @@ def test_ingest_replace_and_delete_match_a_single_node(citus_db, single_db):
         stats = "SELECT count(*), coalesce(sum(df), 0) FROM pgrag.token WHERE corpus_id = %s"
         assert (c1.execute(stats, (citus_db.corpus("tenant3").id,)).fetchone()
                 == c2.execute(stats, (single_db.corpus("tenant3").id,)).fetchone())
+
+
+# -- the in-server runtime (PL/Python) on Citus -------------------------------------------
+
+@pytest.mark.parametrize("method", ["dense", "bm25", "tigrag"])
+def test_inserver_retrieve_runs_on_the_coordinator_and_routes_per_statement(citus_db, single_db, method):
+    """pgrag.retrieve's Python runs where it is called, the coordinator; each SPI
+    statement it issues is routed by Citus to the corpus's worker (strict
+    connection: none may fan out), with the single node's results."""
+    language, _path = citus_db.runtime()
+    if language is None:
+        pytest.skip("no in-server runtime (plpython3u) on this server")
+    statement = "SELECT title, score FROM pgrag.retrieve(%(c)s, %(q)s, %(m)s, 5)"
+    for question in QUESTIONS[:2]:
+        params = {"c": "wiki", "q": question, "m": method}
+        rows, ports = workers_touched(strict(citus_db.dsn), statement, params)
+        with single_db.transaction() as conn:
+            expected = [(t, float(s)) for t, s in conn.execute(statement, params).fetchall()]
+        assert rows
+        _same([(t, float(s)) for t, s in rows], expected)
+        assert ports == {_worker_of(citus_db, "wiki")}, ports
