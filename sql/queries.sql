@@ -545,7 +545,7 @@ SELECT nullif(current_setting('pgrag.llm_base_url', true), '') AS base_url,
        nullif(current_setting('pgrag.llm_api_key', true), '') AS api_key,
        nullif(current_setting('pgrag.llm_timeout', true), '') AS timeout,
        (SELECT setting::float8 FROM pg_settings WHERE name = 'statement_timeout') AS statement_timeout_ms,
-       extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS elapsed_ms;
+       (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::float8 AS elapsed_ms;
 
 -- ---------------------------------------------------------------------------
 -- Citus (pgrag.distribute, sql/distribute.sql)

@@ -113,6 +113,8 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
     """Run method ``name``: the one entry point of both homes (client and server)."""
     if not isinstance(question, str):
         raise InputError("question must be a string")
+    # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
+    question = question.replace("\x00", " ")
     if not question.strip():
         raise InputError("question is empty")
     try:  # a lone surrogate can be neither embedded nor sent to PostgreSQL
@@ -123,5 +125,4 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
         raise InputError("k must be an integer of at least 1")
     spec = get(name)
     settings = spec.configure(options or {})
-    # PostgreSQL text cannot hold NUL; it carries no meaning in a question.
-    return spec.run(ctx, question.replace("\x00", " "), k, settings)
+    return spec.run(ctx, question, k, settings)

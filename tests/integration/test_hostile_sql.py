@@ -58,12 +58,16 @@ SURROGATES = ["\ud800", "Lothair \udfff Teutberga", "\udc80" * 3 + "'; --"]
 @given(question=st.one_of(QUESTION, st.sampled_from(SURROGATES)))
 def test_any_question_gives_hits_or_a_pgrag_error(kb, question):
     """A question PostgreSQL cannot hold as text (a lone surrogate) is an
-    InputError for every method; every other question gives hits. NUL bytes are
-    dropped, not refused."""
+    InputError for every method, and so is a blank one; every other question gives
+    hits. NUL bytes are dropped, not refused."""
     ids = {"lothair", "ermengarde", "minaj", "changed", "long"}
     for method in METHODS:
         if has_lone_surrogate(question):
             with pytest.raises(pgrag.InputError, match="not valid Unicode"):
+                kb.retrieve(question, method=method, k=3)
+            continue
+        if not question.replace("\x00", " ").strip():   # nothing to ask: refused, as from SQL
+            with pytest.raises(pgrag.InputError, match="question is empty"):
                 kb.retrieve(question, method=method, k=3)
             continue
         hits = kb.retrieve(question, method=method, k=3)
@@ -81,6 +85,10 @@ def test_questions_postgres_cannot_hold_are_input_errors_for_every_method(kb):
             with pytest.raises(pgrag.InputError, match="not valid Unicode"):
                 kb.retrieve(question, method=method, k=3)
         clean = "".join(c for c in question if not 0xD800 <= ord(c) <= 0xDFFF)
+        if not clean.strip():
+            with pytest.raises(pgrag.InputError, match="question is empty"):
+                kb.retrieve(clean, method="bm25", k=3)
+            continue
         assert [h.rank for h in kb.retrieve(clean, method="bm25", k=3)] == list(
             range(1, len(kb.retrieve(clean, method="bm25", k=3)) + 1))
     assert kb.retrieve("Lothair \x00 Teutberga", method="bm25", k=1)[0].provenance.external_id == "lothair"

@@ -130,7 +130,7 @@ def test_presets_ablations_and_options(kb):
     assert len(kb.retrieve(q, method="tigrag-no-bm25", k=5)) > 0
     with pytest.raises(PgragError, match=r"'tigrag' does not take option\(s\) gama \(settings: gamma, "):
         kb.retrieve(q, method="tigrag", k=5, gama=3)
-    with pytest.raises(PgragError, match="bad tigrag option: hops"):
+    with pytest.raises(PgragError, match="bad tigrag option: gamma, hops and iota must be at least 1"):
         kb.retrieve(q, method="tigrag", k=5, hops=0)
     with pytest.raises(PgragError, match="does not take option"):
         kb.retrieve(q, method="dense", k=5, gamma=3)
