@@ -155,6 +155,28 @@ def index(db: Any, corpus: str) -> dict[str, Any]:
     return {**dataclasses.asdict(report), "queue": [dataclasses.asdict(b) for b in batches]}
 
 
+def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
+    """Triples and proposition embeddings for every chunk not yet processed by the
+    extractor (``spacy``, or ``llm`` with the server's LLM settings); resumable."""
+    import dataclasses
+
+    from .extract import EXTRACTORS, extract_triples
+    from .llm import LLM
+
+    if triples not in EXTRACTORS:
+        raise InputError(f"triples must be one of {', '.join(EXTRACTORS)}, not {triples!r}")
+    ctx = _context(db, corpus)
+    llm = None
+    if triples == "llm":
+        settings, _sources = llm_settings(db)
+        if not settings.configured:
+            raise InputError("the llm extractor needs an LLM: SET pgrag.llm_base_url and pgrag.llm_model "
+                             "(or PGRAG_LLM_* in the server's environment)")
+        llm = LLM(db, ctx.id, settings)
+    report = extract_triples(ctx, triples, llm=llm, progress=False)
+    return _without(dataclasses.asdict(report), llm.settings.api_key if llm else None)
+
+
 def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:
     """The LLM settings for this call, and where each came from. The pgrag.llm_*
     settings of the session win (PostgreSQL's own order: SET LOCAL, SET, ALTER
@@ -265,6 +287,6 @@ def _json_default(value: Any) -> Any:
 
 
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer,
+    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
     "llm_settings": show_llm_settings,
 }

@@ -126,3 +126,15 @@ AS $$
     FROM jsonb_to_recordset(pgrag._checked(pgrag._py('llm_settings', '{}'::jsonb)) -> 'rows')
          AS s(setting text, value text, source text)
 $$;
+
+-- Triples and their proposition embeddings for the chunks not yet processed by
+-- the extractor ('spacy', or 'llm' with the LLM settings above), as
+-- kb.extract_triples() does: a non-Python application prepares a corpus for
+-- T2RAG and CIRAG with it. Resumable (a second call does only what is left);
+-- returns the extraction report.
+CREATE OR REPLACE FUNCTION pgrag.extract(corpus text, triples text DEFAULT 'spacy') RETURNS jsonb
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT pgrag._checked(pgrag._py('extract', jsonb_build_object('corpus', corpus, 'triples', triples)))
+$$;

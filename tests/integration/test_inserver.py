@@ -359,3 +359,33 @@ def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
             db.close()
             c.execute("DROP OWNED BY pgrag_idxreader")
             c.execute("DROP ROLE pgrag_idxreader")
+
+
+def test_extract_from_sql_equals_the_python_extraction_and_resumes(pg_uri, template_uri):
+    """pgrag.extract('c', 'spacy') gives the triples, offsets and proposition
+    embeddings that kb.extract_triples() gives; a second call finds nothing left."""
+    with scratch_database(pg_uri, "pgrag_inserver_extract_", TEMPLATE) as uri:
+        db = pgrag.connect(uri)
+        py, sq = db.corpus("py"), db.corpus("sq")
+        py.ingest(WIKI[:3], progress=False, extract_triples="spacy")
+        sq.ingest(WIKI[:3], progress=False)
+        with psycopg.connect(uri, autocommit=True) as c:
+            report = c.execute("SELECT pgrag.extract('sq', 'spacy')").fetchone()[0]
+            assert report["chunks"] > 0 and report["triples"] > 0
+            assert c.execute("SELECT pgrag.extract('sq')").fetchone()[0]["chunks"] == 0   # resumed: nothing left
+
+            def triples(corpus: str) -> list[tuple]:
+                return c.execute(
+                    "SELECT d.external_id, ch.ordinal, t.ordinal, t.subject, t.predicate, t.object, t.char_start, "
+                    "t.char_end, t.extractor, t.embedding::text FROM pgrag.triple t JOIN pgrag.chunk ch USING "
+                    "(corpus_id, chunk_id) JOIN pgrag.document d USING (corpus_id, document_id) "
+                    "JOIN pgrag.corpus k USING (corpus_id) WHERE k.name = %s ORDER BY 1, 2, 3", (corpus,)).fetchall()
+
+            assert triples("sq") == triples("py") and len(triples("py")) == report["triples"]
+            with pytest.raises(psycopg.Error) as caught:
+                c.execute("SELECT pgrag.extract('sq', 'gpt')")
+            assert caught.value.sqlstate == "PR005"
+            with pytest.raises(psycopg.Error) as caught:
+                c.execute("SELECT pgrag.extract('sq', 'llm')")   # no LLM set for this session
+            assert caught.value.sqlstate == "PR005" and "needs an LLM" in str(caught.value)
+        db.close()
