@@ -399,10 +399,10 @@ def _demo(k: int, dsn: str | None, settings: Any) -> None:
             click.echo(click.style(f"    answer: {answer}", bold=True))
         for hit in a.hits:
             click.echo(render_hit(hit, indent="    "))
-    _demo_sql(database, demo_mod.SAMPLE_CORPUS, demo_mod.sample_questions()[0]["question"], k)
+    _demo_sql(database, demo_mod.SAMPLE_CORPUS, demo_mod.sample_questions()[0]["question"], k, settings)
 
 
-def _demo_sql(database: Any, corpus: str, question: str, k: int) -> None:
+def _demo_sql(database: Any, corpus: str, question: str, k: int, settings: Any) -> None:
     """The same question from SQL alone, as an application in any language asks it."""
     import psycopg
 
@@ -421,6 +421,24 @@ def _demo_sql(database: Any, corpus: str, question: str, k: int) -> None:
         return
     for r in rows:
         click.echo(f"  {r[0]}. {r[5]}  (hop {r[12].get('hop')}, score {r[2]:.4f})")
+    if not settings.configured:
+        return
+    click.echo(click.style("And answered in the server (pgrag.answer, the LLM set for the session):", bold=True))
+    click.echo(f"  SET pgrag.llm_base_url = '{settings.base_url}'; SET pgrag.llm_model = '{settings.model}';")
+    click.echo(f"  SELECT answer, finish, llm_calls FROM pgrag.answer('{corpus}', $q${question}$q$, 't2rag')")
+    try:
+        with psycopg.connect(database.dsn, autocommit=True) as conn:
+            for name, value in (("base_url", settings.base_url), ("model", settings.model),
+                                ("api_key", settings.api_key)):
+                if value:
+                    conn.execute("SELECT set_config(%s, %s, false)", (f"pgrag.llm_{name}", value))
+            answer, finish, calls = conn.execute(
+                "SELECT answer, finish, llm_calls FROM pgrag.answer(%s, %s, 't2rag')", (corpus, question)).fetchone()
+    except psycopg.Error as error:
+        click.echo(f"  {str(error).strip().splitlines()[0]}")
+        return
+    shown = answer if answer is None or len(answer) <= 200 else answer[:197] + "..."
+    click.echo(f"  answer: {shown}  (finish {finish}, {calls} LLM calls)")
 
 
 def render_hit(hit: Any, indent: str = "") -> str:

@@ -35,6 +35,24 @@ def t2rag_script(request: dict[str, Any]) -> str:
     return "Answer: 20 March 851."
 
 
+def every_method_script(request: dict[str, Any]) -> str:
+    """Replies in each answering method's format; an answer echoes the question's
+    last word, so an answer that went to another session's question shows."""
+    found = prompts.identify(request["messages"])
+    assert found is not None, request["messages"]
+    kind, fields = found
+    if kind.startswith("t2rag"):
+        if kind == "t2rag_decompose" or kind == "t2rag_resolve":
+            return t2rag_script(request)
+    if kind == "cirag_integrate":
+        return json.dumps({"thought": "enough", "core": [1, 2], "next_query": None})
+    if kind == "threadrag_entities":
+        return json.dumps({"entities": ["Lothair II"]})
+    if kind == "threadrag_sufficient":
+        return json.dumps({"sufficient": True, "missing": []})
+    return "Answer: " + fields["question"].rstrip("?").split()[-1]
+
+
 @pytest.fixture(scope="module")
 def uri(pg_uri: str, template_uri: str) -> Iterator[str]:
     with scratch_database(pg_uri, "pgrag_answer_", TEMPLATE) as u:
@@ -175,3 +193,59 @@ def test_the_real_local_llm_answers_from_sql(uri, local_llm_url):
         again = ask(c, "Who was the mother of Lothair II?", method="cirag", options={"rounds": 1})
         assert again[:2] == (answer, hits) and again[3:6] == first[3:6]   # same replies, from the cache
         assert c.execute("SELECT count(*) FROM pgrag.llm_cache").fetchone()[0] == written[0]
+
+
+@pytest.mark.parametrize("method", ["t2rag", "threadrag", "cirag"])
+def test_each_answering_method_from_sql_equals_python(uri, method):
+    """Same answer, hits and token counts as kb.answer, for each of the three loops,
+    and the SQL call makes no request of its own (the cache is one table)."""
+    question = f"Who was the mother of Lothair II, asked of {method}?"
+    with FakeLLM(every_method_script) as server, psycopg.connect(uri, autocommit=True) as c:
+        db = pgrag.connect(uri)
+        kb = db.corpus("wiki", create=False)
+        python = kb.answer(question, method=method, llm=kb.llm(LLMSettings(base_url=server.base_url,
+                                                                           model="fake-model")))
+        db.close()
+        assert python.text == method and python.trace.llm_calls >= 2
+        calls = len(server.requests)
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', "
+                  "'fake-model', false)", (server.base_url,))
+        answer, hits, trace, llm_calls, prompt_tokens, completion_tokens, finish = ask(c, question, method)
+        assert len(server.requests) == calls
+        assert answer == python.text and finish != "llm_error"
+        assert [h["chunk_id"] for h in hits] == [h.provenance.chunk_id for h in python.evidence]
+        assert (llm_calls, prompt_tokens, completion_tokens) == (
+            python.trace.llm_calls, python.trace.prompt_tokens, python.trace.completion_tokens)
+
+
+def test_four_sessions_asking_at_once_get_their_own_answers(uri):
+    """4 sessions, each asking its own questions in a loop for a few seconds: no
+    errors, and every answer belongs to the question that asked it."""
+    import threading
+
+    failures: list[str] = []
+    answered: list[int] = []
+    with FakeLLM(every_method_script) as server:
+        def session(n: int) -> None:
+            try:
+                with psycopg.connect(uri, autocommit=True) as c:
+                    c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', "
+                              "'fake-model', false)", (server.base_url,))
+                    deadline, i = time.perf_counter() + 8, 0
+                    while time.perf_counter() < deadline:
+                        word = f"s{n}q{i}"
+                        answer = ask(c, f"Who was the mother of Lothair II in {word}?", "threadrag")[0]
+                        if answer != word:
+                            failures.append(f"{word} got {answer!r}")
+                        answered.append(n)
+                        i += 1
+            except Exception as exc:  # reported below: a session must not die silently
+                failures.append(f"session {n}: {type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=session, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not failures, failures[:5]
+    assert sorted(set(answered)) == [0, 1, 2, 3]
