@@ -432,11 +432,13 @@ def _demo_sql(database: Any, corpus: str, question: str, k: int, settings: Any) 
                                 ("api_key", settings.api_key)):
                 if value:
                     conn.execute("SELECT set_config(%s, %s, false)", (f"pgrag.llm_{name}", value))
-            answer, finish, calls = conn.execute(
-                "SELECT answer, finish, llm_calls FROM pgrag.answer(%s, %s, 't2rag')", (corpus, question)).fetchone()
+            row = conn.execute("SELECT answer, finish, llm_calls FROM pgrag.answer(%s, %s, 't2rag')",
+                               (corpus, question)).fetchone()
     except psycopg.Error as error:
         click.echo(f"  {str(error).strip().splitlines()[0]}")
         return
+    assert row is not None   # pgrag.answer returns one row
+    answer, finish, calls = row
     shown = answer if answer is None or len(answer) <= 200 else answer[:197] + "..."
     click.echo(f"  answer: {shown}  (finish {finish}, {calls} LLM calls)")
 
