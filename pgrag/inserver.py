@@ -161,7 +161,6 @@ def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
     import dataclasses
 
     from .extract import EXTRACTORS, extract_triples
-    from .llm import LLM
 
     if triples not in EXTRACTORS:
         raise InputError(f"triples must be one of {', '.join(EXTRACTORS)}, not {triples!r}")
@@ -172,7 +171,7 @@ def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
         if not settings.configured:
             raise InputError("the llm extractor needs an LLM: SET pgrag.llm_base_url and pgrag.llm_model "
                              "(or PGRAG_LLM_* in the server's environment)")
-        llm = LLM(db, ctx.id, settings)
+        llm = _llm(db, ctx.id, settings)
     report = extract_triples(ctx, triples, llm=llm, progress=False)
     return _without(dataclasses.asdict(report), llm.settings.api_key if llm else None)
 
@@ -227,7 +226,6 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
 
     from . import methods
     from .exceptions import AnswerFailed
-    from .llm import LLM
 
     if question is None or method is None:
         raise InputError("question and method must not be NULL")
@@ -239,7 +237,7 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
     ctx = _context(db, corpus)
     settings, _sources = llm_settings(db)
     if settings.configured:
-        ctx.llm = LLM(db, ctx.id, settings)
+        ctx.llm = _llm(db, ctx.id, settings)
     else:
         ctx.llm_note = ("no LLM configured for the server (SET pgrag.llm_base_url and pgrag.llm_model, or "
                         "PGRAG_LLM_* in the server's environment): retrieval-only fallback")
@@ -254,6 +252,23 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
               "llm_calls": hits.trace.llm_calls, "prompt_tokens": hits.trace.prompt_tokens,
               "completion_tokens": hits.trace.completion_tokens, "finish": finish}
     return _without(result, settings.api_key)
+
+
+_clients: dict[tuple[int, Any], Any] = {}
+
+
+def _llm(db: Any, corpus_id: int, settings: Any) -> Any:
+    """The backend's client for these settings: building an OpenAI client (its HTTP
+    pool) costs more than a scripted reply, so it is kept, like the model."""
+    from .llm import LLM
+
+    llm = _clients.get((corpus_id, settings))
+    if llm is None:
+        if len(_clients) > 16:   # settings change per statement_timeout budget: keep few
+            _clients.clear()
+        llm = _clients[(corpus_id, settings)] = LLM(db, corpus_id, settings)
+    llm.db = db   # this call's SPI connection (plans live in GD either way)
+    return llm
 
 
 def _without(result: dict[str, Any], secret: str | None) -> dict[str, Any]:
