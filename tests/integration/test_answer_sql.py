@@ -155,6 +155,8 @@ def test_statement_timeout_bounds_the_llm_wait(uri):
     with FakeLLM(slow) as sleepy, psycopg.connect(uri, autocommit=True) as c:
         c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', "
                   "false)", (sleepy.base_url,))
+        # Warm the backend first (import, model): a cold start is not the LLM wait being measured.
+        c.execute("SELECT pgrag.embed('wiki', 'warm up')")
         c.execute("SET statement_timeout = '1500ms'")
         t0 = time.perf_counter()
         with pytest.raises(errors.QueryCanceled):
