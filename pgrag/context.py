@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .config import DEFAULT_SPACY_MODEL
 from .results import Hit, Proposition, Provenance, SentenceSpan, Trace
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -38,6 +40,12 @@ class QueryRunner(Protocol):
     def fetch_row(self, name: str, params: dict[str, Any] | None = None) -> tuple: ...
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def wait(self, work: Callable[[], T]) -> T:
+        """``work()``, a blocking wait outside the database (an LLM request), run so
+        that a cancel of the statement still ends it: a no-op in a client process,
+        polled for interrupts inside the server."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)

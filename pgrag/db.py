@@ -4,8 +4,8 @@ migrations and translates driver errors. Everything else takes a ``Database``.""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
@@ -21,6 +21,8 @@ from . import sqlscript
 from .config import Settings
 from .queries import query
 from .resources import resource_dir, sql_file
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .config import ChunkingSettings
@@ -117,6 +119,10 @@ class Database:
         if row is None:
             raise exc.PgragError(f"query {name!r} returned no row")
         return row
+
+    def wait(self, work: Callable[[], T]) -> T:
+        """``work()``: a client process is interrupted by its own signals."""
+        return work()
 
     def close(self) -> None:
         self.engine.dispose()

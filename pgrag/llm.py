@@ -168,8 +168,8 @@ class LLM:
 
         where = self.settings.base_url or "the OpenAI API"
         try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=messages, **params)  # type: ignore[arg-type]
+            response = self.db.wait(lambda: self._client.chat.completions.create(
+                model=self.model, messages=messages, **params))  # type: ignore[arg-type]
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise LLMUnavailable(f"cannot reach the LLM endpoint {where} ({type(exc).__name__}: {exc})") from exc
         except openai.NotFoundError as exc:

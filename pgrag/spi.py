@@ -19,13 +19,15 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .queries import query
 
+T = TypeVar("T")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 _VECTOR_TYPES = ("vector", "halfvec")
 
@@ -84,6 +86,33 @@ class SpiDatabase:
 
             raise PgragError(f"query {name!r} returned no row")
         return row
+
+    def wait(self, work: Callable[[], T], poll: float = 0.05) -> T:
+        """``work()`` in a thread, while this one runs a trivial statement every
+        ``poll`` seconds: PostgreSQL checks for interrupts in each, so a
+        ``pg_cancel_backend`` or ``statement_timeout`` during a blocking wait (an
+        LLM request) ends the call now, not when the request gives up. The thread
+        must not touch ``plpy``; after a cancel it is left to finish on its own
+        timeout, its result unused."""
+        done: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                done["value"] = work()
+            except BaseException as exc:  # handed to the caller's thread below
+                done["error"] = exc
+
+        thread = threading.Thread(target=run, name="pgrag-wait", daemon=True)
+        thread.start()
+        probe = self._plans.get("SELECT 1")
+        if probe is None:
+            probe = self._plans["SELECT 1"] = _Plan(self.plpy.prepare("SELECT 1"), [], [])
+        while thread.is_alive():
+            thread.join(poll)
+            self.plpy.execute(probe.plan)
+        if "error" in done:
+            raise done["error"]
+        return done["value"]
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator["SpiConnection"]:

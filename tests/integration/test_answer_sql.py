@@ -166,6 +166,44 @@ def test_statement_timeout_bounds_the_llm_wait(uri):
         assert c.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_pg_cancel_backend_during_the_llm_wait_ends_the_call_at_once(uri):
+    """A cancel during an LLM request ends the statement within a second, not
+    after the request's 2 s timeout, the 8 s reply or the loop's further requests;
+    the backend stays usable."""
+    import threading
+
+    waiting, arrived, cancelled = threading.Event(), [], []
+
+    def slow(request: dict[str, Any]) -> str:
+        arrived.append(time.perf_counter())
+        waiting.set()
+        time.sleep(8)
+        return "{}"
+
+    def cancel_once_waiting() -> None:
+        if waiting.wait(60):
+            time.sleep(0.3)
+            cancelled.append(time.perf_counter())
+            admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+    with FakeLLM(slow) as sleepy, psycopg.connect(uri, autocommit=True) as c, \
+            psycopg.connect(uri, autocommit=True) as admin:
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', "
+                  "false), set_config('pgrag.llm_timeout', '2', false)", (sleepy.base_url,))
+        c.execute("SELECT pgrag.embed('wiki', 'warm up')")
+        pid = c.info.backend_pid
+        canceller = threading.Thread(target=cancel_once_waiting)
+        canceller.start()
+        with pytest.raises(errors.QueryCanceled):
+            ask(c, "Who was cancelled waiting for Lothair II?")
+        ended = time.perf_counter()
+        canceller.join()
+        assert waiting.is_set()
+        assert ended - cancelled[0] < 1.0, ended - cancelled[0]
+        assert len(sleepy.requests) == 1
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
 def test_a_retrieval_only_method_is_refused(conn):
     with pytest.raises(psycopg.Error) as caught:
         ask(conn, method="tigrag")
