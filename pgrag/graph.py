@@ -54,7 +54,11 @@ class TokenGraph:
         return self.transition.nnz // 2
 
 
-def _parse_edges(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def parse_triples(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three bigint columns of a binary COPY (edges, postings) as int64 arrays (the
+    third as float64: edge weights are summed as floats)."""
+    if not data:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     body = memoryview(data)[_COPY_HEADER:len(data) - 2]  # trailer: int16 -1
     rows = np.frombuffer(body, dtype=_EDGE_ROW)
     return rows["a"].astype(np.int64), rows["b"].astype(np.int64), rows["w"].astype(np.float64)
@@ -89,9 +93,7 @@ def _read_edges(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.n
     with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
         for block in copy:
             buffer += block
-    if not buffer:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return _parse_edges(bytes(buffer))
+    return parse_triples(bytes(buffer))
 
 
 def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],

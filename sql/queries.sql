@@ -697,3 +697,26 @@ SELECT corpus, source, pending, in_progress, retrying, parked, last_error, last_
 FROM pgrag.sync_status
 WHERE %(corpus)s::text IS NULL OR corpus = %(corpus)s::text
 ORDER BY corpus;
+
+-- ---------------------------------------------------------------------------
+-- TIGRAG's postings matrix (pgrag/postings.py)
+-- ---------------------------------------------------------------------------
+
+-- name: token_df
+-- Every token's document frequency, by id (the graph's nodes, in its order).
+SELECT token_id, df FROM pgrag.token WHERE corpus_id = %(corpus_id)s ORDER BY token_id;
+
+-- name: chunk_lengths
+-- Every chunk's length in tokens, by id.
+SELECT chunk_id, n_tokens FROM pgrag.chunk WHERE corpus_id = %(corpus_id)s ORDER BY chunk_id;
+
+-- name: postings_copy
+-- Every posting (chunk, token, term frequency), as a binary COPY of three bigints.
+COPY (SELECT chunk_id, token_id, tf::bigint FROM pgrag.chunk_token WHERE corpus_id = %(corpus_id)s)
+TO STDOUT (FORMAT binary);
+
+-- name: postings_arrays
+-- Every posting as three arrays (inside the server, where there is no COPY).
+SELECT coalesce(array_agg(chunk_id), ARRAY[]::bigint[]) AS chunk, coalesce(array_agg(token_id), ARRAY[]::bigint[]) AS token,
+       coalesce(array_agg(tf::bigint), ARRAY[]::bigint[]) AS tf
+FROM pgrag.chunk_token WHERE corpus_id = %(corpus_id)s;

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import nlp
-from ..graph import TokenGraph, personalized_pagerank, token_graph, top_nodes
+from ..graph import TokenGraph, personalized_pagerank, top_nodes
+from ..postings import Postings, ranking_index
 from ..results import Hits, Trace
 from . import MethodSpec
 
@@ -102,9 +103,10 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     t0 = time.perf_counter()
-    graph = token_graph(ctx.db, ctx.id)
+    graph, postings = ranking_index(ctx.db, ctx.id)
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
-    trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges)
+    trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
+               postings=postings.bm25.nnz)
 
     best: dict[int, _Scored] = {}
     seen: set[str] = set()
@@ -114,7 +116,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     # on 2 cores (torch, scipy and PostgreSQL compete), so it all runs in turn.
     embeddings = ctx.encode([question], trace)
     for hop in range(1, settings.hops + 1):
-        ranked = _hop(ctx, graph, query, embeddings, settings, hop, trace)
+        ranked = _hop(ctx, graph, postings, query, embeddings, settings, hop, trace)
         for s in ranked:
             if s.chunk_id not in best or s.score > best[s.chunk_id].score:
                 best[s.chunk_id] = s
@@ -153,7 +155,7 @@ def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tu
     return nodes, weights, iterations
 
 
-def _hop(ctx: "Context", graph: TokenGraph, query: str, embeddings: list[np.ndarray],
+def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embeddings: list[np.ndarray],
          settings: TigragSettings, hop: int, trace: Trace) -> list[_Scored]:
     t0 = time.perf_counter()
     terms = ctx.tokenize(query)
@@ -163,10 +165,9 @@ def _hop(ctx: "Context", graph: TokenGraph, query: str, embeddings: list[np.ndar
         return []
     nodes, weights, iterations = _expand(graph, seeds, settings)
     t1 = time.perf_counter()
-    pool = ctx.db.fetchall("tigrag_pool", {
-        "corpus_id": ctx.id, "tokens": graph.token_ids[nodes].tolist(), "weights": weights.tolist(),
-        "query_tokens": graph.token_ids[seeds].tolist(), "threshold": settings.threshold,
-        "bm25": settings.bm25, "max_pool": settings.max_pool})
+    # rho = B . p-hat over the cached postings matrix: the rows pgrag.tigrag_pool gives in SQL.
+    pool = postings.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool,
+                         bm25=settings.bm25)
     t2 = time.perf_counter()
     max_rho = max((r[1] for r in pool), default=0.0) or 1.0
     cosines: dict[int, float] = {}

@@ -1,0 +1,155 @@
+"""A corpus's BM25 postings as one sparse matrix, for TIGRAG's one-hop step.
+
+TIGRAG scores a chunk by ρ(c) = Σ_v p̂(v) · BM25(v, c) over the top-γ tokens of the
+PPR (``pgrag.tigrag_pool`` does it in SQL, one join over the postings per query).
+Here the BM25 weight of every (chunk, token) posting is computed once into a
+chunk × token CSC matrix whose columns are the token graph's nodes, so that
+ρ = B · p̂ is one sparse product, and the candidates, the cumulative-mass cut and
+the pool cap come from that same vector.
+
+The matrix is cached per database and corpus in this process next to the token
+graph and keyed by the same graph version (every ingest or delete bumps it: the
+postings, document frequencies and chunk lengths change only then), so a query
+never pairs a graph with postings of another version.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .exceptions import PgragError
+from .graph import TokenGraph, parse_triples, token_graph
+from .queries import query
+
+if TYPE_CHECKING:
+    from .context import QueryRunner
+
+K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag.tigrag_pool
+
+
+@dataclass(frozen=True)
+class Postings:
+    """BM25(v, c) for every posting of one corpus at one graph version."""
+
+    version: int
+    chunk_ids: np.ndarray     # row -> chunk_id, ascending
+    bm25: sp.csc_matrix       # chunks × graph nodes
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays (what a process pays for the cache)."""
+        m = self.bm25
+        return int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes + self.chunk_ids.nbytes)
+
+    def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
+             max_pool: int, bm25: bool = True) -> list[tuple[int, float, int]]:
+        """(chunk_id, ρ, candidates) of the pool, highest ρ first: the same rows as
+        ``pgrag.tigrag_pool``. Candidates hold any expanded token (``nodes``, graph
+        node indexes weighted by ``weights``) or query token (``seeds``, weight 0);
+        the pool is the shortest prefix by ρ holding ``threshold`` of the total ρ,
+        at most ``max_pool`` chunks. Without ``bm25`` a posting counts 1 (the
+        paper's "no BM25" ablation)."""
+        columns, where = np.unique(np.concatenate([np.asarray(nodes, dtype=np.int64),
+                                                   np.asarray(seeds, dtype=np.int64)]), return_inverse=True)
+        w = np.zeros(len(columns))
+        np.add.at(w, where[:len(nodes)], np.asarray(weights, dtype=np.float64))
+        sub = self.bm25[:, columns]
+        if not bm25:
+            sub = sp.csc_matrix((np.ones_like(sub.data), sub.indices, sub.indptr), shape=sub.shape)
+        rows = np.unique(sub.indices)
+        rho = (sub @ w)[rows]
+        order = np.lexsort((self.chunk_ids[rows], -rho))
+        rows, rho = rows[order], rho[order]
+        total = float(rho.sum())
+        if total <= 0 or max_pool <= 0:
+            return []
+        before = np.cumsum(rho) - rho           # the mass ahead of each chunk
+        keep = (rho > 0) & (before < threshold * total)
+        chosen = np.flatnonzero(keep)[:max_pool]
+        candidates = len(rows)
+        return [(int(self.chunk_ids[rows[i]]), float(rho[i]), candidates) for i in chosen]
+
+
+def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,
+                   lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray) -> Postings:
+    """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
+    their document frequencies), chunks (ids ascending, with their lengths in
+    tokens) and postings (chunk id, token id, term frequency)."""
+    n = float(len(chunk_ids))
+    avgdl = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
+    row = np.searchsorted(chunk_ids, chunk)
+    col = np.searchsorted(graph_tokens, token)
+    df = token_df.astype(np.float64)[col]
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+    dl = lengths.astype(np.float64)[row]
+    tf = tf.astype(np.float64)
+    weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+    matrix = sp.csc_matrix((weight, (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
+    return Postings(version=version, chunk_ids=np.asarray(chunk_ids, dtype=np.int64), bm25=matrix)
+
+
+def _read(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chunk, token, tf) of every posting: a binary COPY over psycopg, arrays over SPI."""
+    params = {"corpus_id": corpus_id}
+    if not hasattr(conn, "cursor"):
+        c, t, f = conn.execute(query("postings_arrays"), params).fetchone()
+        return np.asarray(c, dtype=np.int64), np.asarray(t, dtype=np.int64), np.asarray(f, dtype=np.int64)
+    buffer = bytearray()
+    with conn.cursor().copy(query("postings_copy"), params) as copy:
+        for block in copy:
+            buffer += block
+    return parse_triples(bytes(buffer))
+
+
+def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Postings | None:
+    """The postings at ``graph``'s version, or None when the corpus has moved on
+    since the graph was read (the caller reads both again)."""
+    with db.transaction() as conn:
+        version = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
+        if version is None or int(version[0]) != graph.version:
+            return None
+        tokens = conn.execute(query("token_df"), {"corpus_id": corpus_id}).fetchall()
+        chunks = conn.execute(query("chunk_lengths"), {"corpus_id": corpus_id}).fetchall()
+        chunk, token, tf = _read(conn, corpus_id)
+        after = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
+    if after is None or int(after[0]) != graph.version:
+        return None
+    token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
+    if not np.array_equal(token_ids, graph.token_ids):
+        return None
+    return build_postings(graph.version, token_ids, np.fromiter((t[1] for t in tokens), np.int64, len(tokens)),
+                          np.fromiter((c[0] for c in chunks), np.int64, len(chunks)),
+                          np.fromiter((c[1] for c in chunks), np.int64, len(chunks)), chunk, token, tf)
+
+
+_cache: dict[tuple[str, int], Postings] = {}
+_cache_lock = threading.Lock()
+
+
+def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> tuple[TokenGraph, Postings]:
+    """The corpus's token graph and postings matrix, of one and the same version."""
+    key = (db.dsn, corpus_id)
+    for _ in range(attempts):
+        graph = token_graph(db, corpus_id)
+        with _cache_lock:
+            cached = _cache.get(key)
+        if cached is not None and cached.version == graph.version:
+            return graph, cached
+        postings = load_postings(db, corpus_id, graph)
+        if postings is not None:
+            with _cache_lock:
+                current = _cache.get(key)
+                if current is None or current.version <= postings.version:
+                    _cache[key] = postings
+            return graph, postings
+    raise PgragError(f"corpus {corpus_id} changed {attempts} times while its index was read; try again")
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()

@@ -1,0 +1,87 @@
+"""TIGRAG's postings matrix (pgrag.postings): its pool equals the SQL
+``pgrag.tigrag_pool`` row for row, it follows ingests and deletes by graph
+version, and a query never pairs a graph with postings of another version."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pgrag import postings
+from pgrag.postings import ranking_index
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("post")
+    corpus.ingest(wiki_docs, progress=False)
+    return corpus
+
+
+def sql_pool(db, kb, graph, nodes, weights, seeds, threshold, max_pool, bm25):
+    return db.fetchall("tigrag_pool", {
+        "corpus_id": kb.id, "tokens": graph.token_ids[nodes].tolist(), "weights": list(weights),
+        "query_tokens": graph.token_ids[seeds].tolist(), "threshold": threshold, "bm25": bm25,
+        "max_pool": max_pool})
+
+
+@pytest.mark.parametrize("bm25", [True, False])
+def test_the_matrix_pool_equals_the_sql_pool(db, kb, bm25):
+    graph, index = ranking_index(db, kb.id)
+    rng = np.random.default_rng(3)
+    for threshold, max_pool in [(0.8, 300), (1.0, 1000), (0.3, 2), (0.8, 0)]:
+        for _ in range(5):
+            nodes = rng.choice(graph.nodes, size=min(6, graph.nodes), replace=False)
+            weights = rng.random(len(nodes))
+            weights /= weights.sum()
+            seeds = sorted(rng.choice(graph.nodes, size=2, replace=False).tolist())
+            want = sql_pool(db, kb, graph, nodes, weights, seeds, threshold, max_pool, bm25)
+            got = index.pool(nodes, weights, seeds, threshold=threshold, max_pool=max_pool, bm25=bm25)
+            assert [r[0] for r in got] == [r[0] for r in want]
+            assert [r[2] for r in got] == [r[2] for r in want]
+            assert np.allclose([r[1] for r in got], [r[1] for r in want], rtol=0, atol=1e-9)
+
+
+def test_the_matrix_follows_ingest_and_delete(db, kb):
+    graph, before = ranking_index(db, kb.id)
+    assert before.bm25.shape == (len(before.chunk_ids), graph.nodes) and before.nbytes > 0
+    assert ranking_index(db, kb.id)[1] is before            # cached at this version
+    kb.ingest([{"id": "x", "title": "X", "text": "Waldrada was the mistress of Lothair II."}], progress=False)
+    graph, after = ranking_index(db, kb.id)
+    assert after.version == graph.version > before.version and len(after.chunk_ids) == len(before.chunk_ids) + 1
+    kb.delete(["x"])
+    graph, gone = ranking_index(db, kb.id)
+    assert gone.version == graph.version > after.version
+    assert np.array_equal(gone.chunk_ids, before.chunk_ids)
+    assert abs(gone.bm25 - before.bm25).max() < 1e-12        # a delete restores the statistics exactly
+
+
+def test_a_concurrent_ingest_never_mixes_versions(db, kb):
+    """Queries in one thread while another ingests and deletes: every graph and
+    postings pair has one version, with as many columns as the graph has nodes."""
+    stop, seen, failures = threading.Event(), set(), []
+
+    def write() -> None:
+        try:
+            for i in range(6):
+                kb.ingest([{"id": f"w{i}", "title": f"W{i}", "text": f"Lothair the {i}th ruled Tours {i}."}],
+                          progress=False)
+                kb.delete([f"w{i}"])
+        except Exception as exc:  # reported below
+            failures.append(repr(exc))
+        finally:
+            stop.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    while not stop.is_set():
+        postings.clear_cache()   # force a read each time, racing the writer
+        graph, index = ranking_index(db, kb.id)
+        seen.add(graph.version)
+        if index.version != graph.version or index.bm25.shape[1] != graph.nodes:
+            failures.append(f"graph {graph.version} with postings {index.version}")
+    writer.join()
+    assert not failures, failures[:3]
+    assert len(seen) > 1     # the reader did see the corpus change
