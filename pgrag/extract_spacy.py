@@ -23,6 +23,7 @@ SUBJ = ("nsubj", "nsubjpass")
 OBJ = ("dobj", "attr", "oprd")
 NP_DEPS = ("compound", "amod", "det", "poss", "nummod", "flat", "nmod", "quantmod", "case", "predet")
 PRONOUNS = ("he", "she", "it", "they")
+PLACES = ("GPE", "LOC", "FAC")  # "Saint James, Port of Spain": one place, narrowed
 NUMERIC = ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "MONEY", "QUANTITY")
 EDGE = ("PUNCT", "SPACE", "CCONJ")  # never the first or last word of an argument
 WH = ("who", "which", "that", "whom")
@@ -109,13 +110,29 @@ def _doc_triples(doc: Doc, topics: list[str | None],
 
 
 def _subjects(verb: Token) -> list[Token]:
-    subs = [c for c in verb.children if c.dep_ in SUBJ]
+    subs = [c for c in verb.children if c.dep_ in SUBJ or _quoted_clause(c)]
     while not subs and verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX"):
         verb = verb.head  # "directed by X and produced by Y": a shared subject
-        subs = [c for c in verb.children if c.dep_ in SUBJ]
+        subs = [c for c in verb.children if c.dep_ in SUBJ or _quoted_clause(c)]
     if not subs and verb.dep_ == "acl" and verb.tag_ in ("VBN", "VBG"):
-        return [verb.head]  # "a film directed by X"
+        noun = verb.head
+        if noun.dep_ == "attr" and noun.head.pos_ == "AUX":
+            # "X is a film directed by Y": X is what Y directed, not "a film"
+            copula_subjects = _subjects(noun.head)
+            if copula_subjects:
+                return copula_subjects
+        return [noun]  # "a film directed by X"
+    if not subs and verb.dep_ == "advcl" and verb.tag_ == "VBN" and verb.head.pos_ in ("VERB", "AUX"):
+        return _subjects(verb.head)  # "Born in X, she gained ...": she was born in X
     return [t for s in subs for t in (s, *s.conjuncts)]  # "A and B founded X"
+
+
+def _quoted_clause(tok: Token) -> bool:
+    """A quoted title the parser read as a clause: '"Changed It" is a song' (csubj)."""
+    if tok.dep_ != "csubj":
+        return False
+    doc, lo, hi = tok.doc, tok.left_edge.i, tok.right_edge.i
+    return lo > 0 and hi + 1 < len(doc) and doc[lo - 1].is_quote and doc[hi + 1].is_quote
 
 
 def _subject(tok: Token, topics: list[str | None], i: int) -> str:
@@ -127,7 +144,7 @@ def _subject(tok: Token, topics: list[str | None], i: int) -> str:
         if topics[i] is None and names:
             topics[i] = " ".join(names[0].split())
         return topics[i] or ""
-    text = _np(tok)
+    text = _np(tok) if tok.dep_ != "csubj" else tok.doc[tok.left_edge.i:tok.right_edge.i + 1].text
     if topics[i] is None and _ok(text):
         topics[i] = text
     return text
@@ -159,6 +176,10 @@ def _objects(head: Token, pred: str) -> Iterator[tuple[str, Token]]:
     for c in head.children:
         if c.dep_ in OBJ:
             yield pred, c
+            if c.dep_ == "attr":
+                # "X is a song by Y": the maker is a fact of its own, (X; is a song by; Y)
+                yield from ((f"{pred} {_np(c)} by", p) for b in c.children if b.dep_ == "prep"
+                            and b.lower_ == "by" for p in b.children if p.dep_ == "pobj")
         elif c.dep_ in ("prep", "agent") and not copula_with_attr:
             # "was the king of X from 855": the "from" belongs to the kingship, skip it
             yield from ((f"{pred} {c.lower_}", p) for p in c.children if p.dep_ == "pobj")
@@ -174,14 +195,16 @@ def _objects(head: Token, pred: str) -> Iterator[tuple[str, Token]]:
 
 
 def _np_range(tok: Token) -> range:
-    """Token range of the noun phrase headed by tok: modifiers, name parts and "of"
-    attachments, but no relative clause, apposition or conjunct; widened to cover
-    any named entity it touches ("Port of Spain", "Boso the Elder")."""
+    """Token range of the noun phrase headed by tok: modifiers, name parts, "of"
+    attachments and a place's apposed wider place, but no relative clause, other
+    apposition or conjunct; widened to cover any named entity it touches ("Port of
+    Spain", "Boso the Elder")."""
     keep, stack = {tok.i}, [tok]
     while stack:  # iterative: no recursion limit on pathological parses
         for c in stack.pop().children:
             if (c.dep_ in NP_DEPS or (c.dep_ == "prep" and c.lower_ == "of")
                     or (c.dep_ == "pobj" and c.head.dep_ == "prep")
+                    or (c.dep_ == "appos" and c.ent_type_ in PLACES and c.head.ent_type_ in PLACES)
                     or c.dep_ == "punct"):  # hyphens, quotes; edge ones are trimmed below
                 keep.add(c.i)
                 stack.append(c)

@@ -47,6 +47,26 @@ def test_apposition_and_passive_with_multiword_place():
     assert len(found) == 2
 
 
+def test_a_film_directed_by_belongs_to_the_copulas_subject():
+    # 2Wiki's commonest first sentence: the director is the title's, not "a film"'s.
+    found = triples("The Mask of Fu Manchu is a 1932 pre-Code adventure film directed by Charles Brabin.")
+    assert ("The Mask of Fu Manchu", "directed by", "Charles Brabin") in found
+    assert not any(s.startswith("a 1932") for s, _, _ in found)
+
+
+def test_a_song_by_and_a_quoted_title_subject():
+    found = triples('"Changed It" is a song by rapper Nicki Minaj and Lil Wayne.')
+    assert ("Changed It", "is a song by", "rapper Nicki Minaj") in found
+    assert ("Changed It", "is a song by", "Lil Wayne") in found
+
+
+def test_a_participle_opening_the_sentence_shares_its_subject():
+    found = triples("Nicki Minaj is a rapper. Born in Saint James, Port of Spain, she moved to Queens.")
+    # the wider place apposed to a place belongs to it
+    assert ("Nicki Minaj", "Born in", "Saint James, Port of Spain") in found
+    assert ("Nicki Minaj", "moved to", "Queens") in found
+
+
 def test_conjoined_subjects_give_one_triple_each():
     assert triples("Alice and Bob founded Acme Corp.") == [
         ("Alice", "founded", "Acme Corp."), ("Bob", "founded", "Acme Corp.")]
