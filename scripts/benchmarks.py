@@ -1,7 +1,7 @@
 """Regenerate docs/BENCHMARKS.md from measured runs on ../shared/bench/2wiki.
 
     python scripts/benchmarks.py --run         # measure everything, then render
-    python scripts/benchmarks.py --run eval    # re-measure one part (ingest, eval, queries, graph, oracle)
+    python scripts/benchmarks.py --run eval    # re-measure one part (ingest, eval, queries, graph, oracle, ...)
     python scripts/benchmarks.py               # only re-render from the saved JSON
 
 Each measurement is a pgrag command line, run as shown in the document; its JSON
@@ -55,6 +55,11 @@ ORACLE = [
      "--failures /tmp/pgrag-oracle-failures.jsonl"),
 ]
 ORACLE_BEFORE = "4f29b54"   # the commit before the two T2RAG fixes the oracle revealed
+# The same loops on the full corpus (indexing and spaCy extraction included, about 17 min).
+ORACLE_FULL = (f"pgrag eval --corpus-file {BENCH}/corpus.json --questions {BENCH}/questions.jsonl "
+               "--methods t2rag,cirag,threadrag --oracle --extract spacy --out docs/benchmarks/oracle_full.json "
+               "--failures /tmp/pgrag-oracle-full-failures.jsonl")
+EXTRACTOR_BEFORE = "8ecbed3"  # the commit before the spaCy extractor fixes the full-corpus run revealed
 
 # Measured independently (../shared/bench/README.md): whole passages, MiniLM-L6.
 REFERENCE = {"dense": (51.8, 62.6), "bm25": (57.2, 67.3)}
@@ -62,6 +67,11 @@ REFERENCE = {"dense": (51.8, 62.6), "bm25": (57.2, 67.3)}
 
 def run(parts: list[str]) -> None:
     pgrag = str(Path(sys.executable).with_name("pgrag"))
+    if "oracle-full" in parts:
+        parts = [p for p in parts if p != "oracle-full"]
+        print("$", ORACLE_FULL, flush=True)
+        subprocess.run([pgrag, *shlex.split(ORACLE_FULL)[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        trim(OUT / "oracle_full.json")
     if "oracle" in parts:
         parts = [p for p in parts if p != "oracle"]
         subset, evaluation = (shlex.split(line) for line in ORACLE)
@@ -85,6 +95,48 @@ def trim(path: Path) -> None:
 def load(name: str) -> dict | None:
     path = OUT / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def oracle_full_section(full: dict | None, before: dict | None, evaluation: dict | None) -> list[str]:
+    """The loops under the oracle on the whole corpus, beside their no-LLM figures
+    (the retrieval each falls back to) from the quality table's run."""
+    if not full:
+        return []
+    from pgrag.report import loop_table
+
+    keys = [f"recall@{k}" for k in full["ks"]]
+    out = ["## The answering loops under the oracle reader, full corpus", "", "```", ORACLE_FULL, "```", "",
+           f"All {full['corpus']['documents']} passages and {full['questions']} questions, {full['depth']} chunks "
+           "per question, spaCy triples: an upper bound under ideal reasoning (see the subset section above for "
+           "what the oracle may and may not do), beside each method without an LLM (the quality table's run, "
+           "same corpus and depth).", "",
+           "| method | " + " | ".join(f"no LLM {k.replace('recall@', 'R@')}" for k in keys) + " | "
+           + " | ".join(f"oracle {k.replace('recall@', 'R@')}" for k in keys) + " | oracle EM | oracle F1 |",
+           "|---|" + "---|" * (2 * len(keys) + 2)]
+    for name, m in full["methods"].items():
+        base = (evaluation or {}).get("methods", {}).get(name)
+        plain = [f"{base[k]:.1f}" if base else "–" for k in keys]
+        out.append(f"| {name} | " + " | ".join(plain) + " | " + " | ".join(f"{m[k]:.1f}" for k in keys)
+                   + f" | {m['em']:.1f} | {m['f1']:.1f} |")
+    out += ["", loop_table(full), "", "How the runs ended (questions per outcome):", ""]
+    out += [f"- {name}: " + "; ".join(f"{key} " + ", ".join(f"{v} {n}" for v, n in values.items())
+                                      for key, values in m["outcomes"].items())
+            for name, m in full["methods"].items()]
+    if before:
+        out += ["", "A defect this run revealed, in the spaCy extractor that T2RAG and CIRAG read: 2Wiki's "
+                "first sentences gave no usable fact. \"X is a film directed by Y\" gave (a film; directed by; "
+                "Y), \"X is a song by Y\" gave nothing, \"Born in X, she ...\" gave nothing, and a birthplace "
+                "lost its wider place (\"Saint James, Port of Spain\"). Fixed after commit "
+                f"{EXTRACTOR_BEFORE} (same command; ThreadRAG reads no triples):", "",
+                "| method | extractor | " + " | ".join(k.replace("recall@", "R@") for k in keys) + " | EM | F1 |",
+                "|---|---|" + "---|" * (len(keys) + 2)]
+        for name in full["methods"]:
+            for label, r in ((f"before ({EXTRACTOR_BEFORE})", before), ("after", full)):
+                m = r["methods"].get(name)
+                if m and name != "threadrag":
+                    out.append(f"| {name} | {label} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
+                               + f" | {m['em']:.1f} | {m['f1']:.1f} |")
+    return out + [""]
 
 
 def render() -> str:
@@ -161,6 +213,7 @@ def render() -> str:
                 out.append(f"| {label} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
                            + f" | {m['em']:.1f} | {m['f1']:.1f} | {m['rounds']:.2f} |")
             out.append("")
+    out += oracle_full_section(load("oracle_full"), load("oracle_full_before"), evaluation)
     if grid:
         out += ["## TIGRAG settings (`scripts/tune_tigrag.py`)", "", "```", GRID, "```", "",
                 "One setting varied at a time from the default (gamma 20, damping 0.5, graph_weight 0.2, "
@@ -276,12 +329,12 @@ def render() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", nargs="*", choices=[*COMMANDS, "oracle"], default=None,
+    parser.add_argument("--run", nargs="*", choices=[*COMMANDS, "oracle", "oracle-full"], default=None,
                         help="measure these parts (all when none named) before rendering")
     args = parser.parse_args()
     if args.run is not None:
         OUT.mkdir(parents=True, exist_ok=True)
-        run(args.run or [*COMMANDS, "oracle"])
+        run(args.run or [*COMMANDS, "oracle", "oracle-full"])
     DOC.write_text(render() + "\n", encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
 
