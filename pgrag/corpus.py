@@ -143,14 +143,7 @@ class Corpus:
 
     def delete(self, external_ids: Sequence[str]) -> int:
         """Delete documents by id, with every row derived from them; returns how many existed."""
-        with self.db.transaction() as conn:
-            conn.execute(query("corpus_write_lock"), {"corpus_id": self.id})
-            ids = [r[0] for r in conn.execute(query("document_ids"), {
-                "corpus_id": self.id, "ids": list(external_ids)})]
-            if ids:
-                conn.execute(query("unindex_documents"), {
-                    "corpus_id": self.id, "document_ids": ids, "keep": False})
-        return len(ids)
+        return int(self.db.fetch_row("delete_documents", {"corpus": self.name, "ids": list(external_ids)})[0])
 
     # -- reading -----------------------------------------------------------
 

@@ -59,7 +59,7 @@ ORACLE_BEFORE = "4f29b54"   # the commit before the two T2RAG fixes the oracle r
 ORACLE_FULL = (f"pgrag eval --corpus-file {BENCH}/corpus.json --questions {BENCH}/questions.jsonl "
                "--methods t2rag,cirag,threadrag --oracle --extract spacy --out docs/benchmarks/oracle_full.json "
                "--failures /tmp/pgrag-oracle-full-failures.jsonl")
-EXTRACTOR_BEFORE = "8ecbed3"  # the commit before the spaCy extractor fixes the full-corpus run revealed
+EXTRACTOR_BEFORE = "e170451"  # the commit before the spaCy extractor fixes the full-corpus run revealed
 
 # Measured independently (../shared/bench/README.md): whole passages, MiniLM-L6.
 REFERENCE = {"dense": (51.8, 62.6), "bm25": (57.2, 67.3)}

@@ -198,6 +198,27 @@ BEGIN
 END
 $$;
 
+-- Delete documents of a corpus by external id, with every row derived from them
+-- (kb.delete and the SQL face run this one function). Returns how many existed.
+-- Takes the corpus write lock, so it waits for a concurrent ingest of the corpus.
+CREATE OR REPLACE FUNCTION pgrag.delete_documents(corpus text, ids text[]) RETURNS integer
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    cid bigint := pgrag.corpus_id(corpus);
+    docs bigint[];
+BEGIN
+    PERFORM pg_advisory_xact_lock(74142471, cid::int);
+    SELECT coalesce(array_agg(d.document_id), '{}') INTO docs
+    FROM pgrag.document d WHERE d.corpus_id = cid AND d.external_id = ANY (ids);
+    IF cardinality(docs) > 0 THEN
+        PERFORM pgrag.unindex_documents(cid, docs, false);
+    END IF;
+    RETURN cardinality(docs);
+END
+$$;
+
 -- One partial HNSW index per corpus and embedding table (chunk or triple), on the
 -- embedding cast to the corpus's dimension; built after a corpus's first bulk load
 -- (faster than row by row). p_table comes from pgrag's code, never from input, and

@@ -119,6 +119,10 @@ WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[
 -- Build the corpus's HNSW index if it does not exist yet.
 SELECT pgrag.ensure_chunk_index(%(corpus_id)s);
 
+-- name: delete_documents
+-- Delete documents by external id with everything derived from them (SQL pgrag.delete_documents).
+SELECT pgrag.delete_documents(%(corpus)s, %(ids)s::text[]);
+
 -- name: document_ids
 -- Internal ids of documents by external id.
 SELECT document_id FROM pgrag.document

@@ -119,6 +119,24 @@ def test_changed_content_replaces_and_delete_keeps_statistics_exact(db, wiki_doc
     assert "teutberga" not in statistics(db, kb.id)["df"]  # only in the replaced text
 
 
+def test_delete_from_sql_equals_kb_delete(db, database_uri, wiki_docs):
+    """pgrag.delete_documents is what kb.delete runs: plain SQL, no PL/Python."""
+    import psycopg
+
+    by_sql, by_python = db.corpus("sqldel"), db.corpus("pydel")
+    by_sql.ingest(wiki_docs, progress=False)
+    by_python.ingest(wiki_docs, progress=False)
+    before = statistics(db, by_sql.id)
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        deleted = conn.execute("SELECT pgrag.delete_documents('sqldel', ARRAY['minaj', 'nope'])").fetchone()[0]
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute("SELECT pgrag.delete_documents('no-such-corpus', ARRAY['minaj'])")
+    assert caught.value.sqlstate == "PR001"
+    assert deleted == 1 == by_python.delete(["minaj", "nope"])
+    sql_stats, py_stats = statistics(db, by_sql.id), statistics(db, by_python.id)
+    assert sql_stats == py_stats != before
+
+
 def test_documents_inserted_through_the_orm_are_indexed_by_index(db, wiki_docs):
     kb = db.corpus("orm")
     with db.session() as session:
