@@ -155,6 +155,15 @@ def index(db: Any, corpus: str) -> dict[str, Any]:
     return {**dataclasses.asdict(report), "queue": [dataclasses.asdict(b) for b in batches]}
 
 
+def threadrag_index(db: Any, corpus: str) -> dict[str, Any]:
+    """ThreadRAG semantic nodes for the documents without any, in this statement."""
+    import dataclasses
+
+    from .semantic import build_semantic_nodes
+
+    return dataclasses.asdict(build_semantic_nodes(_context(db, corpus), progress=False))
+
+
 def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
     """Triples and proposition embeddings for every chunk not yet processed by the
     extractor (``spacy``, or ``llm`` with the server's LLM settings); resumable."""
@@ -303,5 +312,5 @@ def _json_default(value: Any) -> Any:
 
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
     "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
-    "llm_settings": show_llm_settings,
+    "llm_settings": show_llm_settings, "threadrag_index": threadrag_index,
 }

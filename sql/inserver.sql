@@ -127,6 +127,17 @@ AS $$
          AS s(setting text, value text, source text)
 $$;
 
+-- ThreadRAG's semantic nodes for the documents that have none (a corpus ingested
+-- before they existed), as `pgrag threadrag-index` does. One statement, so a
+-- failure leaves nothing half done; a second call does only what is left.
+-- Returns the report (documents, nodes, seconds...).
+CREATE OR REPLACE FUNCTION pgrag.threadrag_index(corpus text) RETURNS jsonb
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT pgrag._checked(pgrag._py('threadrag_index', jsonb_build_object('corpus', corpus)))
+$$;
+
 -- Triples and their proposition embeddings for the chunks not yet processed by
 -- the extractor ('spacy', or 'llm' with the LLM settings above), as
 -- kb.extract_triples() does: a non-Python application prepares a corpus for

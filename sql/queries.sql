@@ -331,7 +331,7 @@ ORDER BY d.document_id;
 -- name: segmentation_input
 -- Title, body, hash and sentence spans of documents, for building their nodes.
 SELECT d.document_id, d.title, d.body, d.content_hash,
-       array_agg(s.char_start ORDER BY s.ordinal), array_agg(s.char_end ORDER BY s.ordinal)
+       array_agg(s.char_start ORDER BY s.ordinal) AS starts, array_agg(s.char_end ORDER BY s.ordinal) AS ends
 FROM pgrag.document d
 JOIN pgrag.sentence s ON s.corpus_id = d.corpus_id AND s.document_id = d.document_id
 WHERE d.corpus_id = %(corpus_id)s AND d.document_id = ANY (%(document_ids)s::bigint[])

@@ -92,3 +92,23 @@ def test_backfill_builds_the_same_nodes_and_resumes(db, wiki_docs):
         assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
     assert narrative_edges_of(db, kb) == edges
     assert build_semantic_nodes(kb, progress=False).documents == 0     # nothing left to do
+
+
+def test_backfill_from_sql_builds_the_same_nodes(db, database_uri, wiki_docs):
+    """pgrag.threadrag_index(corpus): the backfill inside the server, for an
+    application that talks SQL only."""
+    import psycopg
+
+    kb = db.corpus("sqlfill")
+    kb.ingest(wiki_docs, progress=False)
+    before = nodes_of(db, kb, with_vectors=True)
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM pgrag.semantic_node WHERE corpus_id = %s", (kb.id,))
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        report = c.execute("SELECT pgrag.threadrag_index('sqlfill')").fetchone()[0]
+        assert report["documents"] == len(wiki_docs) and report["nodes"] == len(before)
+        assert c.execute("SELECT pgrag.threadrag_index('sqlfill')").fetchone()[0]["documents"] == 0
+    after = nodes_of(db, kb, with_vectors=True)
+    assert without_body(after) == without_body(before)
+    for a, b in zip(after, before):
+        assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
