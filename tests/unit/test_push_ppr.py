@@ -17,6 +17,7 @@ from pgrag.graph import (
     push_pagerank,
     top_nodes,
 )
+from pgrag.methods.tigrag import PRESETS, TigragSettings, _expand
 
 D = 0.5
 
@@ -181,3 +182,17 @@ def test_bound_holds_on_any_small_graph(case):
     g = small([(a, b, float(w)) for (a, b), w in edges.items()], n)
     assert_within_bound(g, seeds, epsilon)
 
+
+def test_tigrag_setting_chooses_the_ppr(big):
+    assert TigragSettings().ppr == "push" and PRESETS["tigrag-paper"].ppr == "push"
+    with pytest.raises(ValueError, match="ppr must be"):
+        TigragSettings(ppr="exact")
+    seeds = [1, 2, 3]
+    power_nodes, power_weights, _ = _expand(big, seeds, TigragSettings(ppr="power"))
+    exact_pr = personalized_pagerank(big, seeds, damping=0.5, tolerance=1e-4)
+    assert power_nodes.tolist() == top_nodes(exact_pr.scores, 20).tolist()
+    push_nodes, push_weights, rounds = _expand(big, seeds, TigragSettings())
+    assert set(push_nodes.tolist()) == set(power_nodes.tolist()) and rounds > 0
+    assert push_weights.sum() == pytest.approx(1.0)
+    assert dict(zip(push_nodes.tolist(), push_weights)) == pytest.approx(
+        dict(zip(power_nodes.tolist(), power_weights)), abs=1e-4)
