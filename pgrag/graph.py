@@ -220,49 +220,63 @@ def push_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0
         return PageRank(scores=np.zeros(graph.nodes), iterations=0, residual=0.0)
     isolated = unique[graph.dangling[unique]]
     connected = unique[~graph.dangling[unique]]
-    scores, left, rounds, work = np.zeros(graph.nodes), 0.0, 0, 0
-    if len(connected):
-        estimate, residual, rounds, work = _push(graph, connected, damping, epsilon)
-        left = float(residual.sum())
-        scores = estimate + residual
     # The exact rule sends an isolated seed's continuing mass d back to the
     # seeds: PPR = (isolated seeds' (1 − d) + push scores) / (|iso|·(1 − d) + |conn|).
     norm = len(isolated) * (1 - damping) + len(connected)
-    scores *= len(connected) / norm
+    share = len(connected) / norm
+    scores, left, rounds, work = np.zeros(graph.nodes), 0.0, 0, 0
+    if len(connected):
+        scores, residual, touched, rounds, work = _push(graph, connected, damping, epsilon)
+        scores[touched] += residual[touched]
+        scores[touched] *= share
+        left = float(residual[touched].sum())
     scores[isolated] = (1 - damping) / norm
-    return PageRank(scores=scores, iterations=rounds, residual=left * len(connected) / norm, work=work)
+    return PageRank(scores=scores, iterations=rounds, residual=left * share, work=work)
 
 
 def _push(graph: TokenGraph, seeds: np.ndarray, damping: float,
-          epsilon: float) -> tuple[np.ndarray, np.ndarray, int, int]:
+          epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray | slice, int, int]:
     """Forward push from the non-isolated ``seeds`` (restart uniform over them)
-    until r(u) ≤ ε·deg(u): (estimate, residual, rounds, edges scanned).
+    until r(u) ≤ ε·deg(u): (estimate, residual, the nodes they are non-zero
+    on, rounds, edges scanned).
 
     The dense vectors are allocated once (no per-node work). A round pushes the
     nodes over the threshold, scanning only their edges; when those are at
     least 1/_SWEEP of the graph's, a sparse product is cheaper than gathering,
     and the round pushes every node instead (one power step on the residual:
-    Wu et al. 2021, PowerPush). Its cost, all the edges, is then at most _SWEEP
-    times that of the nodes over the threshold, which is why the work bound
-    holds."""
+    Wu et al. 2021, PowerPush). Its cost, all the nodes and edges, is then at
+    most _SWEEP times that of the nodes over the threshold, which is why the
+    work bound holds; and the nodes touched are then all of them."""
     t = graph.transition
     estimate, residual = np.zeros(graph.nodes), np.zeros(graph.nodes)
     slot = np.empty(graph.nodes, dtype=np.int64)       # scratch for _distinct
     residual[seeds] = 1.0 / len(seeds)
     frontier = seeds[residual[seeds] > epsilon * graph.degree[seeds]]
+    pushed: list[np.ndarray] = []
+    swept = False
     rounds = work = 0
     while len(frontier):
         edges = int((t.indptr[frontier + 1] - t.indptr[frontier]).sum())
-        if _SWEEP * edges >= t.nnz:
+        if _SWEEP * edges >= t.nnz + graph.nodes:
             estimate += (1 - damping) * residual
             residual[:] = damping * (t @ residual)
             frontier = np.flatnonzero(residual > epsilon * graph.degree)
+            swept = True
             work += t.nnz
         else:
+            pushed.append(frontier)
             frontier = _push_round(graph, estimate, residual, frontier, damping, epsilon, slot)
             work += edges
         rounds += 1
-    return estimate, residual, rounds, work
+    touched = slice(None) if swept else _reached(graph, seeds, pushed, slot)
+    return estimate, residual, touched, rounds, work
+
+
+def _reached(graph: TokenGraph, seeds: np.ndarray, pushed: list[np.ndarray], slot: np.ndarray) -> np.ndarray:
+    """The seeds and every neighbour of a pushed node: where mass can be. Costs
+    the pushed nodes' edges once more, not the graph."""
+    nodes = _distinct(np.concatenate(pushed), slot) if pushed else seeds[:0]
+    return _distinct(np.concatenate([seeds, graph.transition[nodes].indices]), slot)
 
 
 def _push_round(graph: TokenGraph, estimate: np.ndarray, residual: np.ndarray, nodes: np.ndarray,
