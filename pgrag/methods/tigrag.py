@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import nlp
-from ..graph import TokenGraph, personalized_pagerank, top_nodes
+from ..graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
 from ..postings import Postings, ranking_index
 from ..results import Hits, Trace
 from . import MethodSpec
@@ -68,6 +68,7 @@ class TigragSettings:
     bm25: bool = True               # ablation "no BM25": rho = sum of PPR weights
     centrality: str = "ppr"         # ablation "degree": expand by degree, not PPR
     rerank: bool = True             # ablation "no rerank": rank by rho alone
+    ppr: str = "push"               # "push": local forward push; "power": exact power iteration
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -76,6 +77,8 @@ class TigragSettings:
             raise ValueError("threshold must be in (0, 1]")
         if self.centrality not in ("ppr", "degree"):
             raise ValueError("centrality must be 'ppr' or 'degree'")
+        if self.ppr not in ("push", "power"):
+            raise ValueError("ppr must be 'push' or 'power'")
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
@@ -147,8 +150,10 @@ def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tu
         scores[neighbourhood] = graph.degree[neighbourhood]
         iterations = 0
     else:
-        pr = personalized_pagerank(graph, seeds, damping=settings.damping, tolerance=settings.tolerance,
-                                   max_iterations=settings.max_iterations)
+        pr = (push_pagerank(graph, seeds, damping=settings.damping, tolerance=settings.tolerance)
+              if settings.ppr == "push" else
+              personalized_pagerank(graph, seeds, damping=settings.damping, tolerance=settings.tolerance,
+                                    max_iterations=settings.max_iterations))
         scores, iterations = pr.scores, pr.iterations
     nodes = top_nodes(scores, settings.gamma)
     weights = scores[nodes] / scores[nodes].sum() if len(nodes) else scores[nodes]
