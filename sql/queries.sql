@@ -179,12 +179,6 @@ SELECT coalesce(array_agg(token_a), ARRAY[]::bigint[]) AS a, coalesce(array_agg(
        coalesce(array_agg(weight), ARRAY[]::bigint[]) AS w
 FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s;
 
--- name: tigrag_pool
--- TIGRAG graph-weighted scoring and cumulative-mass pool (one hop).
-SELECT chunk_id, rho, candidates
-FROM pgrag.tigrag_pool(%(corpus_id)s, %(tokens)s, %(weights)s, %(query_tokens)s,
-                       %(threshold)s, %(bm25)s, %(max_pool)s);
-
 -- name: chunk_cosines
 -- Best cosine of each chunk to a set of query embeddings.
 SELECT chunk_id, cosine, best FROM pgrag.chunk_cosines(%(corpus_id)s, %(chunk_ids)s, %(embeddings)s);
@@ -724,3 +718,10 @@ TO STDOUT (FORMAT binary);
 SELECT coalesce(array_agg(chunk_id), ARRAY[]::bigint[]) AS chunk, coalesce(array_agg(token_id), ARRAY[]::bigint[]) AS token,
        coalesce(array_agg(tf::bigint), ARRAY[]::bigint[]) AS tf
 FROM pgrag.chunk_token WHERE corpus_id = %(corpus_id)s;
+
+-- name: graph_file_key
+-- What names a corpus's shared graph files (pgrag/graph_files.py): the database
+-- (name, oid, port) and the corpus (creation time, microseconds).
+SELECT current_database(), (SELECT oid FROM pg_database WHERE datname = current_database()),
+       current_setting('port'), (extract(epoch FROM c.created_at) * 1000000)::bigint
+FROM pgrag.corpus c WHERE c.corpus_id = %(corpus_id)s;

@@ -21,15 +21,17 @@ def kb(db, wiki_docs):
 
 
 def sql_pool(db, kb, graph, nodes, weights, seeds, threshold, max_pool, bm25):
-    return db.fetchall("tigrag_pool", {
-        "corpus_id": kb.id, "tokens": graph.token_ids[nodes].tolist(), "weights": list(weights),
-        "query_tokens": graph.token_ids[seeds].tolist(), "threshold": threshold, "bm25": bm25,
-        "max_pool": max_pool})
+    """The pure-SQL pool (what pgrag.tigrag, the single hop in SQL, runs)."""
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT chunk_id, rho, candidates FROM pgrag.tigrag_pool(%s, %s, %s, %s, %s, %s, %s)",
+            (kb.id, graph.token_ids[nodes].tolist(), list(weights), graph.token_ids[seeds].tolist(), threshold,
+             bm25, max_pool)).fetchall()
 
 
 @pytest.mark.parametrize("bm25", [True, False])
 def test_the_matrix_pool_equals_the_sql_pool(db, kb, bm25):
-    graph, index = ranking_index(db, kb.id)
+    graph, index, _ = ranking_index(db, kb.id)
     rng = np.random.default_rng(3)
     for threshold, max_pool in [(0.8, 300), (1.0, 1000), (0.3, 2), (0.8, 0)]:
         for _ in range(5):
@@ -45,14 +47,14 @@ def test_the_matrix_pool_equals_the_sql_pool(db, kb, bm25):
 
 
 def test_the_matrix_follows_ingest_and_delete(db, kb):
-    graph, before = ranking_index(db, kb.id)
+    graph, before, _ = ranking_index(db, kb.id)
     assert before.bm25.shape == (len(before.chunk_ids), graph.nodes) and before.nbytes > 0
     assert ranking_index(db, kb.id)[1] is before            # cached at this version
     kb.ingest([{"id": "x", "title": "X", "text": "Waldrada was the mistress of Lothair II."}], progress=False)
-    graph, after = ranking_index(db, kb.id)
+    graph, after, _ = ranking_index(db, kb.id)
     assert after.version == graph.version > before.version and len(after.chunk_ids) == len(before.chunk_ids) + 1
     kb.delete(["x"])
-    graph, gone = ranking_index(db, kb.id)
+    graph, gone, _ = ranking_index(db, kb.id)
     assert gone.version == graph.version > after.version
     assert np.array_equal(gone.chunk_ids, before.chunk_ids)
     assert abs(gone.bm25 - before.bm25).max() < 1e-12        # a delete restores the statistics exactly
@@ -78,7 +80,7 @@ def test_a_concurrent_ingest_never_mixes_versions(db, kb):
     writer.start()
     while not stop.is_set():
         postings.clear_cache()   # force a read each time, racing the writer
-        graph, index = ranking_index(db, kb.id)
+        graph, index, _ = ranking_index(db, kb.id)
         seen.add(graph.version)
         if index.version != graph.version or index.bm25.shape[1] != graph.nodes:
             failures.append(f"graph {graph.version} with postings {index.version}")
