@@ -28,6 +28,55 @@ _EDGE_ROW = np.dtype([("n", ">i2"), ("la", ">i4"), ("a", ">i8"), ("lb", ">i4"), 
 _COPY_HEADER = 19  # signature (11) + flags (4) + header extension length (4)
 
 
+class Terms:
+    """Node index -> term, over one fixed-width UTF-8 array (``S<width>``), so
+    that a memory-mapped graph needs no per-process copy of its vocabulary."""
+
+    def __init__(self, by_node: np.ndarray) -> None:
+        self.by_node = by_node
+
+    @classmethod
+    def of(cls, terms: Sequence[str]) -> "Terms":
+        encoded = [t.encode() for t in terms]
+        width = max((len(e) for e in encoded), default=1) or 1
+        return cls(np.array(encoded, dtype=f"S{width}") if encoded else np.zeros(0, dtype="S1"))
+
+    def __len__(self) -> int:
+        return len(self.by_node)
+
+    def __getitem__(self, i: int) -> str:
+        return bytes(self.by_node[i]).decode()
+
+
+class TermIndex:
+    """Term -> node index by binary search over the terms in byte order (the
+    sorted array and its node order, both mappable)."""
+
+    def __init__(self, sorted_terms: np.ndarray, order: np.ndarray) -> None:
+        self.sorted_terms, self.order = sorted_terms, order
+
+    @classmethod
+    def of(cls, terms: Terms) -> "TermIndex":
+        order = np.argsort(terms.by_node, kind="stable")
+        return cls(terms.by_node[order], order.astype(np.int64))
+
+    def get(self, term: str) -> int | None:
+        key = term.encode()
+        if not len(self.sorted_terms) or len(key) > self.sorted_terms.dtype.itemsize or b"\0" in key:
+            return None
+        j = int(np.searchsorted(self.sorted_terms, key))
+        return int(self.order[j]) if j < len(self.order) and self.sorted_terms[j] == key else None
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.get(term) is not None
+
+    def __getitem__(self, term: str) -> int:
+        i = self.get(term)
+        if i is None:
+            raise KeyError(term)
+        return i
+
+
 @dataclass(frozen=True)
 class TokenGraph:
     """One corpus's token graph at one graph version.
@@ -39,8 +88,8 @@ class TokenGraph:
 
     version: int
     token_ids: np.ndarray           # node index -> pgrag.token.token_id
-    terms: tuple[str, ...]          # node index -> term
-    index: dict[str, int]           # term -> node index
+    terms: Terms                    # node index -> term
+    index: TermIndex                # term -> node index
     transition: sp.csr_matrix
     degree: np.ndarray              # weighted degree per node
     dangling: np.ndarray            # bool per node
@@ -109,28 +158,37 @@ def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],
     inv = np.zeros(n)
     inv[~dangling] = 1.0 / degree[~dangling]
     transition = (sym @ sp.diags(inv)).tocsr()
-    return TokenGraph(version=version, token_ids=np.asarray(token_ids, dtype=np.int64), terms=tuple(terms),
-                      index={t: i for i, t in enumerate(terms)}, transition=transition,
-                      degree=degree, dangling=dangling)
+    by_node = Terms.of(terms)
+    return TokenGraph(version=version, token_ids=np.asarray(token_ids, dtype=np.int64), terms=by_node,
+                      index=TermIndex.of(by_node), transition=transition, degree=degree, dangling=dangling)
 
 
 _cache: dict[tuple[str, int], TokenGraph] = {}
 _cache_lock = threading.Lock()
 
 
+def cached_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph | None:
+    """This process's cached graph of the corpus, of whatever version."""
+    with _cache_lock:
+        return _cache.get((db.dsn, corpus_id))
+
+
+def remember(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> None:
+    """Cache ``graph`` for this process unless a newer version is cached."""
+    with _cache_lock:
+        current = _cache.get((db.dsn, corpus_id))
+        if current is None or current.version <= graph.version:
+            _cache[(db.dsn, corpus_id)] = graph
+
+
 def token_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
     """The corpus's graph, from this process's cache when its version is current."""
     version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
-    key = (db.dsn, corpus_id)
-    with _cache_lock:
-        cached = _cache.get(key)
+    cached = cached_graph(db, corpus_id)
     if cached is not None and cached.version == version:
         return cached
     graph = load_graph(db, corpus_id)
-    with _cache_lock:
-        current = _cache.get(key)
-        if current is None or current.version <= graph.version:
-            _cache[key] = graph
+    remember(db, corpus_id, graph)
     return graph
 
 

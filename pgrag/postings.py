@@ -16,14 +16,15 @@ never pairs a graph with postings of another version.
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import PgragError
-from .graph import TokenGraph, parse_triples, token_graph
+from .graph import TokenGraph, cached_graph, parse_triples, remember, token_graph
 from .queries import query
 
 if TYPE_CHECKING:
@@ -131,21 +132,46 @@ _cache: dict[tuple[str, int], Postings] = {}
 _cache_lock = threading.Lock()
 
 
-def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> tuple[TokenGraph, Postings]:
-    """The corpus's token graph and postings matrix, of one and the same version."""
+class RankingIndex(NamedTuple):
+    graph: TokenGraph
+    postings: Postings
+    source: str          # "memory" (this process's cache), "files" (mapped) or "database"
+
+
+def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> RankingIndex:
+    """The corpus's token graph and postings matrix, of one and the same version:
+    from this process's cache, else mapped from the machine's shared files
+    (pgrag.graph_files), else read from the database and then shared."""
+    from . import graph_files
+
     key = (db.dsn, corpus_id)
+    version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
+    with _cache_lock:
+        cached = _cache.get(key)
+    graph = cached_graph(db, corpus_id)
+    if cached is not None and graph is not None and cached.version == graph.version == version:
+        return RankingIndex(graph, cached, "memory")
+    pair, source = graph_files.load(db, corpus_id, version), "files"
+    if pair is None:
+        source = "database"
+        pair = _from_database(db, corpus_id, attempts)
+        try:
+            graph_files.save(db, corpus_id, *pair)
+        except OSError as exc:   # sharing is an optimisation: this process still has its copy
+            warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
+    graph, postings = pair
+    with _cache_lock:
+        if key not in _cache or _cache[key].version <= postings.version:
+            _cache[key] = postings
+    remember(db, corpus_id, graph)
+    return RankingIndex(graph, postings, source)
+
+
+def _from_database(db: "QueryRunner", corpus_id: int, attempts: int) -> tuple[TokenGraph, Postings]:
     for _ in range(attempts):
         graph = token_graph(db, corpus_id)
-        with _cache_lock:
-            cached = _cache.get(key)
-        if cached is not None and cached.version == graph.version:
-            return graph, cached
         postings = load_postings(db, corpus_id, graph)
         if postings is not None:
-            with _cache_lock:
-                current = _cache.get(key)
-                if current is None or current.version <= postings.version:
-                    _cache[key] = postings
             return graph, postings
     raise PgragError(f"corpus {corpus_id} changed {attempts} times while its index was read; try again")
 

@@ -18,6 +18,12 @@ from psycopg import sql
 # Tests must not pick up a developer's settings.
 for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
     del os.environ[_name]
+# The shared graph files of this test session (pgrag/graph_files.py): a folder of
+# its own, which the embedded server's OS user can enter (its backends inherit the
+# variable from the server this session starts).
+GRAPH_FILES = Path(tempfile.mkdtemp(prefix="pgrag-test-graphs-"))
+GRAPH_FILES.chmod(0o755)
+os.environ["PGRAG_GRAPH_DIR"] = str(GRAPH_FILES / "graphs")
 
 TEMPLATE = "pgrag_template"
 # The shared benchmark data sits beside the checkout (../shared/bench); a fresh
@@ -53,6 +59,7 @@ def pg_data_dir() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="pgrag-tests-"))
     yield root / "pgdata"
     shutil.rmtree(root, ignore_errors=True)  # after pg_uri has stopped the server
+    shutil.rmtree(GRAPH_FILES, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -106,10 +106,10 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     t0 = time.perf_counter()
-    graph, postings = ranking_index(ctx.db, ctx.id)
+    graph, postings, source = ranking_index(ctx.db, ctx.id)
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
-               postings=postings.bm25.nnz)
+               postings=postings.bm25.nnz, source=source)
 
     best: dict[int, _Scored] = {}
     seen: set[str] = set()

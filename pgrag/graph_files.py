@@ -1,0 +1,178 @@
+"""One copy per machine of a corpus's token graph and postings matrix.
+
+Loading them from the database costs a COPY of every edge and posting and their
+arrays cost memory in every process that queries (a client, each server backend,
+each ``pgrag bench load`` client). So the arrays of one graph version are written
+once as ``.npy`` files, and every process maps them read-only: the page cache
+holds one copy, and a process's own memory grows only by the pages it touches.
+
+Layout: ``$PGRAG_GRAPH_DIR`` (default ``<tempdir>/pgrag-graphs``) holds one folder
+per OS user (``uid-<n>``); a version is a folder ``<corpus key>-v<version>``
+written under a temporary name and renamed into place, so a reader sees all of
+a version or none of it. The corpus key names the database (name, oid, port) and
+the corpus (id, creation time), so two databases never share a folder.
+
+Trust: a process maps only folders of its own OS user or of root, each owned by
+that user and writable by nobody else (the ssh rule), under a root folder that
+only its owner or root can change, or that is sticky like /tmp. So another local
+user cannot plant a graph (``np.load`` never unpickles, so a bad file could only
+give wrong rankings, but it cannot be put there). A server backend (the server's
+OS user) and a client running as root share root's copy; otherwise each OS user
+keeps its own copy, still one per user instead of one per process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import uuid
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from .graph import TermIndex, Terms, TokenGraph
+
+if TYPE_CHECKING:
+    from .context import QueryRunner
+    from .postings import Postings
+
+GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "dangling",
+                "t_data", "t_indices", "t_indptr")
+POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr")
+
+
+def root() -> Path | None:
+    """The shared folder, or None when ``PGRAG_GRAPH_DIR`` is set to ``off``."""
+    configured = os.environ.get("PGRAG_GRAPH_DIR", "")
+    if configured.lower() == "off":
+        return None
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "pgrag-graphs"
+
+
+def corpus_key(db: "QueryRunner", corpus_id: int) -> str | None:
+    """The folder name's stem, or None when this role cannot see the corpus row."""
+    row = db.fetchone("graph_file_key", {"corpus_id": corpus_id})
+    if row is None:
+        return None
+    name, oid, port, created = row
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(name))[:60]
+    return f"{safe}-{oid}-{port}-{corpus_id}-{created}"
+
+
+def _safe_dir(path: Path, owner: int) -> bool:
+    """A real folder owned by ``owner`` that no one else can write to."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == owner and not info.st_mode & 0o022
+
+
+def _safe_root(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.geteuid(), 0):
+        return False
+    return not info.st_mode & 0o002 or bool(info.st_mode & stat.S_ISVTX)
+
+
+def _owners() -> list[int]:
+    me = os.geteuid()
+    return [me] if me == 0 else [me, 0]
+
+
+def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, Postings] | None":
+    """The graph and postings of ``version``, mapped from a trusted folder, or None."""
+    from .postings import Postings
+
+    base = root()
+    if base is None or not _safe_root(base):
+        return None
+    key = corpus_key(db, corpus_id)
+    if key is None:
+        return None
+    name = f"{key}-v{version}"
+    for owner in _owners():
+        folder = base / f"uid-{owner}" / name
+        if not (_safe_dir(folder.parent, owner) and _safe_dir(folder, owner)):
+            continue
+        try:
+            a = {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False)
+                 for n in GRAPH_ARRAYS + POSTINGS_ARRAYS}
+        except (OSError, ValueError):
+            continue   # being removed by its owner, or not a pgrag folder: read the database
+        n = len(a["token_ids"])
+        graph = TokenGraph(version=version, token_ids=a["token_ids"], terms=Terms(a["terms"]),
+                           index=TermIndex(a["sorted_terms"], a["order"]),
+                           transition=sp.csr_matrix((a["t_data"], a["t_indices"], a["t_indptr"]),
+                                                    shape=(n, n), copy=False),
+                           degree=a["degree"], dangling=a["dangling"])
+        postings = Postings(version=version, chunk_ids=a["chunk_ids"],
+                            bm25=sp.csc_matrix((a["b_data"], a["b_indices"], a["b_indptr"]),
+                                               shape=(len(a["chunk_ids"]), n), copy=False))
+        return graph, postings
+    return None
+
+
+def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postings") -> Path | None:
+    """Write one version for every process of this OS user (and, as root, of all);
+    older versions of the corpus in this user's folder are removed. Returns the
+    folder, or None when there is no usable shared folder (a warning says why)."""
+    base = root()
+    if base is None:
+        return None
+    me = os.geteuid()
+    mine = base / f"uid-{me}"
+    try:
+        base.mkdir(mode=0o1777, parents=True, exist_ok=True)
+        if base.lstat().st_uid == me:
+            base.chmod(0o1777)   # mkdir's mode is cut by the umask: every OS user adds its folder
+        mine.mkdir(mode=0o755, exist_ok=True)
+    except OSError as exc:
+        warnings.warn(f"pgrag: no shared graph folder at {base} ({exc}); each process keeps its own copy",
+                      stacklevel=2)
+        return None
+    if not (_safe_root(base) and _safe_dir(mine, me)):
+        warnings.warn(f"pgrag: {mine} is not a folder only this user can write; graphs are not shared",
+                      stacklevel=2)
+        return None
+    key = corpus_key(db, corpus_id)
+    if key is None:
+        return None
+    final = mine / f"{key}-v{graph.version}"
+    if not final.exists():
+        _write(mine, final, graph, postings)
+    for old in mine.glob(f"{key}-v*"):
+        if old != final and old.name.rsplit("-v", 1)[-1].isdigit() and int(old.name.rsplit("-v", 1)[-1]) < graph.version:
+            shutil.rmtree(old, ignore_errors=True)   # mapped files stay readable until unmapped
+    return final
+
+
+def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> None:
+    t, b = graph.transition, postings.bm25
+    t.sort_indices()   # canonical before mapping read-only: scipy never needs to reorder them
+    b.sort_indices()
+    arrays = {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
+              "order": graph.index.order, "degree": graph.degree, "dangling": graph.dangling,
+              "t_data": t.data, "t_indices": t.indices, "t_indptr": t.indptr,
+              "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr}
+    staging = mine / f".{final.name}.{uuid.uuid4().hex}"
+    staging.mkdir(mode=0o755)
+    try:
+        for name, array in arrays.items():
+            np.save(staging / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        os.chmod(staging, 0o755)
+        staging.rename(final)
+    except OSError:
+        if not final.exists():
+            raise
+        # another process of this user published the same version first: keep theirs
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,138 @@
+"""One copy per machine of a corpus's graph and postings (pgrag.graph_files):
+written once per graph version, mapped read-only by later processes (another
+client process, the server's backends), replaced after an ingest, and never
+taken from a folder another OS user could have written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgrag import graph, graph_files, postings
+from pgrag.postings import ranking_index
+
+QUESTION = "When did the mother of Lothair II die?"
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("files")
+    corpus.ingest(wiki_docs, progress=False)
+    return corpus
+
+
+def mapped(array: np.ndarray) -> bool:
+    """Whether the array's memory is a file mapping (scipy keeps a view of it)."""
+    import mmap
+
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def forget() -> None:
+    """This process's caches only: the files stay."""
+    graph.clear_cache()
+    postings.clear_cache()
+
+
+def folder(db, kb, version: int) -> Path:
+    return graph_files.root() / f"uid-{os.geteuid()}" / f"{graph_files.corpus_key(db, kb.id)}-v{version}"
+
+
+def test_a_version_is_written_once_then_mapped(db, kb):
+    forget()
+    first = ranking_index(db, kb.id)
+    assert first.source == "database" and folder(db, kb, first.graph.version).is_dir()
+    forget()
+    mapped_index = ranking_index(db, kb.id)
+    assert mapped_index.source == "files"
+    assert all(mapped(a) for a in (mapped_index.graph.transition.data, mapped_index.graph.transition.indices,
+                                   mapped_index.postings.bm25.data, mapped_index.graph.terms.by_node))
+    assert not mapped(first.graph.transition.data)
+    assert (mapped_index.graph.transition != first.graph.transition).nnz == 0
+    assert (mapped_index.postings.bm25 != first.postings.bm25).nnz == 0
+    assert [mapped_index.graph.terms[i] for i in range(mapped_index.graph.nodes)] == [
+        first.graph.terms[i] for i in range(first.graph.nodes)]
+    assert ranking_index(db, kb.id).source == "memory"
+    forget()
+    from_files = [(h.provenance.chunk_id, h.score) for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+    assert kb.retrieve(QUESTION, method="tigrag", k=5).trace.steps[1]["source"] == "memory"
+    graph_files_off = os.environ["PGRAG_GRAPH_DIR"]
+    os.environ["PGRAG_GRAPH_DIR"] = "off"
+    try:
+        forget()
+        hits = kb.retrieve(QUESTION, method="tigrag", k=5)
+        assert hits.trace.steps[1]["source"] == "database"
+        assert [(h.provenance.chunk_id, h.score) for h in hits] == from_files
+    finally:
+        os.environ["PGRAG_GRAPH_DIR"] = graph_files_off
+
+
+def test_an_ingest_publishes_a_new_version_and_removes_the_old(db, kb):
+    forget()
+    old = ranking_index(db, kb.id).graph.version
+    kb.ingest([{"id": "w", "title": "Waldrada", "text": "Waldrada was the mistress of Lothair II."}], progress=False)
+    new = ranking_index(db, kb.id)
+    assert new.graph.version > old and new.source == "database"
+    assert folder(db, kb, new.graph.version).is_dir() and not folder(db, kb, old).exists()
+    assert "waldrada" in new.graph.index
+
+
+def test_another_process_maps_the_same_files(db, kb, database_uri):
+    forget()
+    ranking_index(db, kb.id)
+    script = textwrap.dedent(f"""
+        import json, numpy as np, pgrag
+        from pgrag.postings import ranking_index
+        db = pgrag.connect({database_uri!r})
+        kb = db.corpus("files", create=False)
+        index = ranking_index(db, kb.id)
+        hits = kb.retrieve({QUESTION!r}, method="tigrag", k=5)
+        from tests.integration.test_graph_files import mapped
+        print(json.dumps({{"source": index.source, "mapped": mapped(index.graph.transition.data),
+                          "hits": [[h.provenance.chunk_id, h.score] for h in hits]}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env=os.environ.copy(), check=True).stdout
+    child = json.loads(out.strip().splitlines()[-1])
+    assert child["source"] == "files" and child["mapped"]
+    assert child["hits"] == [[h.provenance.chunk_id, h.score] for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+
+
+def test_a_folder_others_can_write_is_not_trusted(db, kb):
+    forget()
+    version = ranking_index(db, kb.id).graph.version
+    path = folder(db, kb, version)
+    path.chmod(0o777)
+    try:
+        forget()
+        assert graph_files.load(db, kb.id, version) is None
+        assert ranking_index(db, kb.id).source == "database"
+    finally:
+        path.chmod(0o755)
+    forget()
+    assert ranking_index(db, kb.id).source == "files"
+
+
+def test_server_backends_map_the_clients_files(db, kb, database_uri):
+    """A client running as root publishes the version; a backend of the server
+    (its own OS user) maps root's folder instead of reading the database."""
+    if os.geteuid() != 0:
+        pytest.skip("needs a client running as root and the server as another OS user")
+    forget()
+    ranking_index(db, kb.id)
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        trace = c.execute("SELECT pgrag.retrieve_trace('files', %s, 'tigrag', 5)", (QUESTION,)).fetchone()[0]
+    step = next(s for s in trace["trace"]["steps"] if s["step"] == "graph")
+    assert step["source"] == "files"
