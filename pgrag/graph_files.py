@@ -13,10 +13,11 @@ a version or none of it. The corpus key names the database (name, oid, port) and
 the corpus (id, creation time), so two databases never share a folder.
 
 Trust: a process maps only folders of its own OS user or of root, each owned by
-that user and writable by nobody else (the ssh rule), under a root folder that
-only its owner or root can change, or that is sticky like /tmp. So another local
-user cannot plant a graph (``np.load`` never unpickles, so a bad file could only
-give wrong rankings, but it cannot be put there). A server backend (the server's
+that user and writable by nobody else (the ssh rule), under a shared folder that
+is sticky like /tmp (or not writable by others). So another local user cannot
+plant a graph (``np.load`` never unpickles, so a bad file could only give wrong
+rankings, but it cannot be put there); the shared folder's owner could at most
+remove a user's folder, which makes that user read the database again. A server backend (the server's
 OS user) and a client running as root share root's copy; otherwise each OS user
 keeps its own copy, still one per user instead of one per process.
 """
@@ -74,13 +75,14 @@ def _safe_dir(path: Path, owner: int) -> bool:
 
 
 def _safe_root(path: Path) -> bool:
+    """A real folder that others cannot write to, or sticky like /tmp (then nobody
+    but its owner can remove a user's folder, and none can replace its contents:
+    those are checked per user)."""
     try:
         info = path.lstat()
     except OSError:
         return False
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.geteuid(), 0):
-        return False
-    return not info.st_mode & 0o002 or bool(info.st_mode & stat.S_ISVTX)
+    return stat.S_ISDIR(info.st_mode) and (not info.st_mode & 0o002 or bool(info.st_mode & stat.S_ISVTX))
 
 
 def _owners() -> list[int]:

@@ -136,3 +136,24 @@ def test_server_backends_map_the_clients_files(db, kb, database_uri):
         trace = c.execute("SELECT pgrag.retrieve_trace('files', %s, 'tigrag', 5)", (QUESTION,)).fetchone()[0]
     step = next(s for s in trace["trace"]["steps"] if s["step"] == "graph")
     assert step["source"] == "files"
+
+
+def test_a_shared_folder_another_user_made_still_serves(db, kb, tmp_path, monkeypatch):
+    """A server backend (its own OS user) may create the shared folder before any
+    client: sticky like /tmp, it still serves root's folder inside it."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder owned by another user")
+    base = tmp_path / "graphs"
+    base.mkdir()
+    os.chown(base, pwd.getpwnam("embedded_postgres").pw_uid, -1)
+    base.chmod(0o1777)
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", str(base))
+    forget()
+    assert ranking_index(db, kb.id).source == "database"
+    forget()
+    assert ranking_index(db, kb.id).source == "files"
+    base.chmod(0o777)             # world-writable without the sticky bit: anyone could swap folders
+    forget()
+    assert ranking_index(db, kb.id).source == "database"
