@@ -238,8 +238,11 @@ def test_methods_never_fan_out(citus_db, method):
 HOT = {  # queries.sql statements that the methods run per question, with values
     "hits": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "scores": [1.0] * len(ids)},
     "chunk_cosines": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "embeddings": [_vec(kb, "x")]},
-    "tigrag_pool": lambda kb, ids: {"corpus_id": kb.id, "tokens": [1, 2], "weights": [0.5, 0.5],
-                                    "query_tokens": [3], "threshold": 0.8, "bm25": True, "max_pool": 100},
+    # TIGRAG's postings matrix, read once per graph version (pgrag/postings.py)
+    "token_df": lambda kb, ids: {"corpus_id": kb.id},
+    "chunk_lengths": lambda kb, ids: {"corpus_id": kb.id},
+    "postings_arrays": lambda kb, ids: {"corpus_id": kb.id},
+    "graph_file_key": lambda kb, ids: {"corpus_id": kb.id},
     "chunk_entities": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_texts": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_sentences_many": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
