@@ -44,6 +44,11 @@ class Terms:
     def __len__(self) -> int:
         return len(self.by_node)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Terms) and np.array_equal(self.by_node, other.by_node)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-array contents: equal by value, not hashable
+
     def __getitem__(self, i: int) -> str:
         return bytes(self.by_node[i]).decode()
 

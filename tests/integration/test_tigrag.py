@@ -61,10 +61,10 @@ def test_pool_is_the_shortest_prefix_reaching_the_mass_threshold(db, kb):
     ids = [int(g.token_ids[g.index[t]]) for t in terms]
     weights = [1 / len(ids)] * len(ids)
 
-    def pool(threshold):
-        return db.fetchall("tigrag_pool", {"corpus_id": kb.id, "tokens": ids, "weights": weights,
-                                           "query_tokens": ids, "threshold": threshold, "bm25": True,
-                                           "max_pool": 1000})
+    def pool(threshold):   # the SQL pool (pgrag.tigrag's; TIGRAG in Python pools in numpy, test_postings)
+        with db.transaction() as conn:
+            return conn.execute("SELECT chunk_id, rho, candidates FROM pgrag.tigrag_pool(%s, %s, %s, %s, %s, true, "
+                                "1000)", (kb.id, ids, weights, ids, threshold)).fetchall()
 
     everything = pool(1.0)
     rhos = [r[1] for r in everything]
