@@ -41,6 +41,12 @@ class Terms:
         width = max((len(e) for e in encoded), default=1) or 1
         return cls(np.array(encoded, dtype=f"S{width}") if encoded else np.zeros(0, dtype="S1"))
 
+    def extended(self, terms: Sequence[str]) -> "Terms":
+        """These terms followed by ``terms`` (new tokens get the next node indexes)."""
+        encoded = [t.encode() for t in terms]
+        width = max([self.by_node.dtype.itemsize, *(len(e) for e in encoded)])
+        return Terms(np.concatenate([self.by_node.astype(f"S{width}"), np.array(encoded, dtype=f"S{width}")]))
+
     def __len__(self) -> int:
         return len(self.by_node)
 
@@ -154,18 +160,39 @@ def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],
                 a: np.ndarray, b: np.ndarray, w: np.ndarray) -> TokenGraph:
     """A graph from its nodes (``token_ids`` sorted ascending, with their terms)
     and undirected weighted edges (a, b, w) given once each, as token ids."""
-    ia, ib = np.searchsorted(token_ids, a), np.searchsorted(token_ids, b)
     n = len(terms)
-    sym = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([ia, ib]), np.concatenate([ib, ia]))),
-                        shape=(n, n)).tocsr()
+    return from_weights(version, np.asarray(token_ids, dtype=np.int64), Terms.of(terms),
+                        edge_matrix(token_ids, a, b, w, n))
+
+
+def edge_matrix(token_ids: np.ndarray, a: np.ndarray, b: np.ndarray, w: np.ndarray, n: int) -> sp.csr_matrix:
+    """The symmetric n × n weight matrix of undirected edges (a, b, w) given once each."""
+    ia, ib = np.searchsorted(token_ids, a), np.searchsorted(token_ids, b)
+    return sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([ia, ib]), np.concatenate([ib, ia]))),
+                         shape=(n, n)).tocsr()
+
+
+def weights_of(graph: TokenGraph) -> sp.csr_matrix:
+    """The symmetric edge weights back from the transition matrix (w_ij = T_ij·deg(j));
+    the stored weights are co-occurrence counts, so rounding makes them exact."""
+    t = graph.transition
+    return sp.csr_matrix((np.rint(t.data * graph.degree[t.indices]), np.array(t.indices), np.array(t.indptr)),
+                         shape=t.shape)
+
+
+def from_weights(version: int, token_ids: np.ndarray, terms: Terms, sym: sp.csr_matrix) -> TokenGraph:
+    """The graph of a symmetric weight matrix over nodes ``token_ids`` (ascending)."""
+    n = len(terms)
     degree = np.asarray(sym.sum(axis=0)).ravel()
     dangling = degree == 0
     inv = np.zeros(n)
     inv[~dangling] = 1.0 / degree[~dangling]
-    transition = (sym @ sp.diags(inv)).tocsr()
-    by_node = Terms.of(terms)
-    return TokenGraph(version=version, token_ids=np.asarray(token_ids, dtype=np.int64), terms=by_node,
-                      index=TermIndex.of(by_node), transition=transition, degree=degree, dangling=dangling)
+    sym = sym.tocsr()
+    sym.sum_duplicates()
+    # column j scaled by 1/deg(j): entry by entry, as a product with diag(inv) would
+    transition = sp.csr_matrix((sym.data * inv[sym.indices], sym.indices, sym.indptr), shape=sym.shape)
+    return TokenGraph(version=version, token_ids=token_ids, terms=terms, index=TermIndex.of(terms),
+                      transition=transition, degree=degree, dangling=dangling)
 
 
 _cache: dict[tuple[str, int], TokenGraph] = {}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "dangling",
                 "t_data", "t_indices", "t_indptr")
-POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr")
+POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df")
 
 
 def root() -> Path | None:
@@ -118,7 +118,8 @@ def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, 
                            degree=a["degree"], dangling=a["dangling"])
         postings = Postings(version=version, chunk_ids=a["chunk_ids"],
                             bm25=sp.csc_matrix((a["b_data"], a["b_indices"], a["b_indptr"]),
-                                               shape=(len(a["chunk_ids"]), n), copy=False))
+                                               shape=(len(a["chunk_ids"]), n), copy=False),
+                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"])
         return graph, postings
     return None
 
@@ -127,6 +128,13 @@ def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postin
     """Write one version for every process of this OS user (and, as root, of all);
     older versions of the corpus in this user's folder are removed. Returns the
     folder, or None when there is no usable shared folder (a warning says why)."""
+    key = corpus_key(db, corpus_id)
+    return publish(key, graph, postings) if key is not None else None
+
+
+def publish(key: str, graph: TokenGraph, postings: "Postings") -> Path | None:
+    """``save`` without the database (the key already read): safe in a thread of
+    its own, even inside the server, where only the calling thread may use SPI."""
     base = root()
     if base is None:
         return None
@@ -145,9 +153,6 @@ def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postin
         warnings.warn(f"pgrag: {mine} is not a folder only this user can write; graphs are not shared",
                       stacklevel=2)
         return None
-    key = corpus_key(db, corpus_id)
-    if key is None:
-        return None
     final = mine / f"{key}-v{graph.version}"
     if not final.exists():
         _write(mine, final, graph, postings)
@@ -160,11 +165,12 @@ def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postin
 def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> None:
     t, b = graph.transition, postings.bm25
     t.sort_indices()   # canonical before mapping read-only: scipy never needs to reorder them
-    b.sort_indices()
+    assert b.has_sorted_indices   # built sorted (postings.weighted), so tf stays aligned with its entries
     arrays = {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
               "order": graph.index.order, "degree": graph.degree, "dangling": graph.dangling,
               "t_data": t.data, "t_indices": t.indices, "t_indptr": t.indptr,
-              "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr}
+              "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr,
+              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df}
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import PgragError
-from .graph import TokenGraph, cached_graph, parse_triples, remember, token_graph
+from .graph import TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph, weights_of
 from .queries import query
 
 if TYPE_CHECKING:
@@ -40,12 +40,16 @@ class Postings:
     version: int
     chunk_ids: np.ndarray     # row -> chunk_id, ascending
     bm25: sp.csc_matrix       # chunks × graph nodes
+    tf: np.ndarray            # term frequency of each entry of bm25 (same order)
+    lengths: np.ndarray       # row -> chunk length in tokens
+    df: np.ndarray            # column -> document frequency
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (what a process pays for the cache)."""
         m = self.bm25
-        return int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes + self.chunk_ids.nbytes)
+        return int(sum(a.nbytes for a in (m.data, m.indices, m.indptr, self.chunk_ids, self.tf, self.lengths,
+                                          self.df)))
 
     def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
              max_pool: int, bm25: bool = True) -> list[tuple[int, float, int]]:
@@ -81,17 +85,29 @@ def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray,
     """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
     their document frequencies), chunks (ids ascending, with their lengths in
     tokens) and postings (chunk id, token id, term frequency)."""
-    n = float(len(chunk_ids))
-    avgdl = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
     row = np.searchsorted(chunk_ids, chunk)
     col = np.searchsorted(graph_tokens, token)
-    df = token_df.astype(np.float64)[col]
-    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-    dl = lengths.astype(np.float64)[row]
-    tf = tf.astype(np.float64)
+    counts = sp.csc_matrix((tf.astype(np.float64), (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
+    counts.sort_indices()
+    return weighted(version, np.asarray(chunk_ids, dtype=np.int64), counts, lengths, token_df)
+
+
+def weighted(version: int, chunk_ids: np.ndarray, counts: sp.csc_matrix, lengths: np.ndarray,
+             df: np.ndarray) -> Postings:
+    """BM25 weights for term-frequency ``counts`` (chunks × tokens, CSC), given each
+    chunk's length and each token's document frequency: every weight depends on
+    the corpus's size and mean length, so an ingest reweighs them all."""
+    n = float(len(chunk_ids))
+    avgdl = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
+    col = np.repeat(np.arange(counts.shape[1]), np.diff(counts.indptr))
+    d = df.astype(np.float64)[col]
+    idf = np.log(1 + (n - d + 0.5) / (d + 0.5))
+    dl = lengths.astype(np.float64)[counts.indices]
+    tf = np.asarray(counts.data, dtype=np.float64)
     weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-    matrix = sp.csc_matrix((weight, (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
-    return Postings(version=version, chunk_ids=np.asarray(chunk_ids, dtype=np.int64), bm25=matrix)
+    matrix = sp.csc_matrix((weight, counts.indices, counts.indptr), shape=counts.shape)
+    return Postings(version=version, chunk_ids=chunk_ids, bm25=matrix, tf=tf,
+                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(df, dtype=np.int64))
 
 
 def _read(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,7 +151,7 @@ _cache_lock = threading.Lock()
 class RankingIndex(NamedTuple):
     graph: TokenGraph
     postings: Postings
-    source: str          # "memory" (this process's cache), "files" (mapped) or "database"
+    source: str          # "memory" (this process's cache), "files" (mapped), "delta" or "database"
 
 
 def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> RankingIndex:
@@ -152,19 +168,93 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     if cached is not None and graph is not None and cached.version == graph.version == version:
         return RankingIndex(graph, cached, "memory")
     pair, source = graph_files.load(db, corpus_id, version), "files"
+    if pair is None and cached is not None and graph is not None and cached.version == graph.version < version:
+        pair, source = advance(db, corpus_id, graph, cached), "delta"
     if pair is None:
         source = "database"
         pair = _from_database(db, corpus_id, attempts)
-        try:
-            graph_files.save(db, corpus_id, *pair)
-        except OSError as exc:   # sharing is an optimisation: this process still has its copy
-            warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
+    stem = graph_files.corpus_key(db, corpus_id) if source != "files" and graph_files.root() else None
+    if stem is not None and source == "database":
+        _share(stem, pair)
+    elif stem is not None:
+        # Off the query's path: the next process maps the files once they exist.
+        threading.Thread(target=_share, args=(stem, pair), name="pgrag-share", daemon=True).start()
     graph, postings = pair
     with _cache_lock:
         if key not in _cache or _cache[key].version <= postings.version:
             _cache[key] = postings
     remember(db, corpus_id, graph)
     return RankingIndex(graph, postings, source)
+
+
+def _share(key: str, pair: tuple[TokenGraph, Postings]) -> None:
+    from . import graph_files
+
+    try:
+        graph_files.publish(key, *pair)
+    except OSError as exc:   # sharing is an optimisation: this process still has its copy
+        warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
+
+
+# Past this share of new chunks a full read is as cheap as a delta.
+DELTA_MAX_SHARE = 0.1
+
+
+def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Postings,
+            max_share: float | None = None) -> tuple[TokenGraph, Postings] | None:
+    """The current version from a cached one plus what was added since: the new
+    chunks' postings and edges, and every token's document frequency. Only for
+    additions (an ingest of new documents): None when chunks or tokens went away
+    (a delete or a replaced document), when more than ``max_share`` of the chunks
+    is new, or when the corpus moved on while reading, and the caller reads the
+    whole version instead. The result equals a full read (tests/integration/test_delta.py)."""
+    share = DELTA_MAX_SHARE if max_share is None else max_share
+    params = {"corpus_id": corpus_id}
+    with db.transaction() as conn:
+        version = conn.execute(query("graph_version"), params).fetchone()
+        chunks = conn.execute(query("chunk_lengths"), params).fetchall()
+        tokens = conn.execute(query("token_df"), params).fetchall()
+        chunk_ids = np.fromiter((c[0] for c in chunks), np.int64, len(chunks))
+        old = len(postings.chunk_ids)
+        fresh = chunk_ids[old:]
+        if (version is None or int(version[0]) <= graph.version or not np.array_equal(chunk_ids[:old], postings.chunk_ids)
+                or len(fresh) > share * max(old, 1)):
+            return None
+        token_ids = np.fromiter((t[0] for t in tokens), np.int64, len(tokens))
+        if not np.array_equal(token_ids[:graph.nodes], graph.token_ids):
+            return None
+        after = int(graph.token_ids[-1]) if graph.nodes else 0
+        new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
+        rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
+        edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
+        again = conn.execute(query("graph_version"), params).fetchone()
+    if again is None or again[0] != version[0] or [t[0] for t in new_terms] != token_ids[graph.nodes:].tolist():
+        return None
+    n, v = len(token_ids), int(version[0])
+    # the graph: the old weights, padded to the new vocabulary, plus the new chunks' edges
+    sym = _padded(weights_of(graph), (n, n))
+    a, b, w = (np.array([e[i] for e in edges], dtype=np.int64 if i < 2 else np.float64) for i in range(3))
+    new_graph = from_weights(v, token_ids, graph.terms.extended([t[1] for t in new_terms]),
+                             (sym + edge_matrix(token_ids, a, b, w, n)).tocsr())
+    # the postings: old term frequencies padded, plus the new chunks' rows, all reweighed
+    counts = _padded(sp.csc_matrix((postings.tf, postings.bm25.indices, postings.bm25.indptr),
+                                   shape=postings.bm25.shape), (len(chunk_ids), n))
+    added = sp.csc_matrix((np.array([r[2] for r in rows], dtype=np.float64),
+                           (np.searchsorted(chunk_ids, [r[0] for r in rows]),
+                            np.searchsorted(token_ids, [r[1] for r in rows]))), shape=(len(chunk_ids), n))
+    counts = (counts + added).tocsc()
+    counts.sort_indices()
+    lengths = np.fromiter((c[1] for c in chunks), np.int64, len(chunks))
+    df = np.fromiter((t[1] for t in tokens), np.int64, len(tokens))
+    return new_graph, weighted(v, chunk_ids, counts, lengths, df)
+
+
+def _padded(m: sp.csr_matrix | sp.csc_matrix, shape: tuple[int, int]) -> sp.csr_matrix | sp.csc_matrix:
+    """``m`` with empty rows and columns appended up to ``shape`` (a new matrix:
+    ``m`` may be a read-only mapping)."""
+    major = shape[0] if isinstance(m, sp.csr_matrix) else shape[1]
+    indptr = np.concatenate([m.indptr, np.full(major + 1 - len(m.indptr), m.indptr[-1], dtype=m.indptr.dtype)])
+    return type(m)((np.array(m.data), np.array(m.indices), indptr), shape=shape)
 
 
 def _from_database(db: "QueryRunner", corpus_id: int, attempts: int) -> tuple[TokenGraph, Postings]:

@@ -725,3 +725,17 @@ FROM pgrag.chunk_token WHERE corpus_id = %(corpus_id)s;
 SELECT current_database(), (SELECT oid FROM pg_database WHERE datname = current_database()),
        current_setting('port'), (extract(epoch FROM c.created_at) * 1000000)::bigint
 FROM pgrag.corpus c WHERE c.corpus_id = %(corpus_id)s;
+
+-- name: tokens_after
+-- Tokens added since a cached graph (ids above its largest), with their terms.
+SELECT token_id, term FROM pgrag.token
+WHERE corpus_id = %(corpus_id)s AND token_id > %(after)s ORDER BY token_id;
+
+-- name: postings_of_chunks
+-- The postings (chunk, token, term frequency) of some chunks.
+SELECT chunk_id, token_id, tf FROM pgrag.chunk_token
+WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
+
+-- name: edges_of_chunks
+-- What some chunks add to the co-occurrence edges (as pgrag.index_chunks adds it).
+SELECT token_a, token_b, weight FROM pgrag.chunk_edge_counts(%(corpus_id)s, %(chunk_ids)s::bigint[]);
