@@ -68,3 +68,31 @@ def test_a_delete_or_a_large_ingest_reads_the_whole_version(db, kb, monkeypatch)
     index = ranking_index(db, kb.id)
     assert index.source == "database"
     assert_same_as_a_full_read(db, kb, index)
+
+
+def test_a_server_backend_applies_the_delta_too(db, database_uri):
+    """The same code over SPI: a backend that cached the graph advances it after
+    an ingest made by another session."""
+    import json
+    from importlib import resources
+
+    import psycopg
+
+    kb = db.corpus("sample")
+    kb.ingest(json.loads((resources.files("pgrag") / "data" / "sample_corpus.json").read_text()), progress=False)
+    ask = "SELECT pgrag.retrieve_trace('sample', 'Who was the mistress of Lothair II?', 'tigrag', 3)"
+
+    def source(trace: dict) -> str:
+        return next(s for s in trace["trace"]["steps"] if s["step"] == "graph")["source"]
+
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        c.execute(ask)                                      # the backend caches this version
+        assert source(c.execute(ask).fetchone()[0]) == "memory"
+        kb.ingest(NEW[:1], progress=False)                  # 1 chunk on 53: well under 10 %
+        after = c.execute(ask).fetchone()[0]
+        assert source(after) == "delta"
+    graph.clear_cache()
+    postings.clear_cache()
+    python = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
+    assert [h["chunk_id"] for h in after["hits"]] == [h.provenance.chunk_id for h in python]
+    assert np.allclose([h["score"] for h in after["hits"]], [h.score for h in python], rtol=0, atol=1e-9)
