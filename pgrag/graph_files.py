@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "dangling",
                 "t_data", "t_indices", "t_indptr")
-POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df")
+POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df", "vectors")
+# Part of every folder's name: a version written by an older pgrag, with other
+# arrays, is never mistaken for one this code can map.
+FORMAT = 2
 
 
 def root() -> Path | None:
@@ -62,7 +65,7 @@ def corpus_key(db: "QueryRunner", corpus_id: int) -> str | None:
         return None
     name, oid, port, created = row
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(name))[:60]
-    return f"{safe}-{oid}-{port}-{corpus_id}-{created}"
+    return f"{safe}-{oid}-{port}-{corpus_id}-{created}-f{FORMAT}"
 
 
 def _safe_dir(path: Path, owner: int) -> bool:
@@ -119,7 +122,7 @@ def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, 
         postings = Postings(version=version, chunk_ids=a["chunk_ids"],
                             bm25=sp.csc_matrix((a["b_data"], a["b_indices"], a["b_indptr"]),
                                                shape=(len(a["chunk_ids"]), n), copy=False),
-                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"])
+                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"], vectors=a["vectors"])
         return graph, postings
     return None
 
@@ -170,7 +173,7 @@ def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> 
               "order": graph.index.order, "degree": graph.degree, "dangling": graph.dangling,
               "t_data": t.data, "t_indices": t.indices, "t_indptr": t.indptr,
               "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr,
-              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df}
+              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df, "vectors": postings.vectors}
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -43,13 +43,27 @@ class Postings:
     tf: np.ndarray            # term frequency of each entry of bm25 (same order)
     lengths: np.ndarray       # row -> chunk length in tokens
     df: np.ndarray            # column -> document frequency
+    # row -> the chunk's embedding, unit length (float32): the rerank's cosines are
+    # one product here instead of a query over the pool (docs/SCALING.md: memory)
+    vectors: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (what a process pays for the cache)."""
         m = self.bm25
         return int(sum(a.nbytes for a in (m.data, m.indices, m.indptr, self.chunk_ids, self.tf, self.lengths,
-                                          self.df)))
+                                          self.df, self.vectors)))
+
+    def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
+        """Each chunk's best cosine to any of ``embeddings`` (what the SQL
+        ``pgrag.chunk_cosines`` gives), from the cached vectors."""
+        if not chunk_ids or not embeddings:
+            return {}
+        rows = np.searchsorted(self.chunk_ids, chunk_ids)
+        queries = np.asarray(embeddings, dtype=np.float32)
+        queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+        best = (self.vectors[rows] @ queries.T).max(axis=1)
+        return {int(c): float(b) for c, b in zip(chunk_ids, best)}
 
     def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
              max_pool: int, bm25: bool = True) -> list[tuple[int, float, int]]:
@@ -81,19 +95,28 @@ class Postings:
 
 
 def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,
-                   lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray) -> Postings:
+                   lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray,
+                   vectors: np.ndarray) -> Postings:
     """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
     their document frequencies), chunks (ids ascending, with their lengths in
-    tokens) and postings (chunk id, token id, term frequency)."""
+    tokens and embeddings) and postings (chunk id, token id, term frequency)."""
     row = np.searchsorted(chunk_ids, chunk)
     col = np.searchsorted(graph_tokens, token)
     counts = sp.csc_matrix((tf.astype(np.float64), (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
     counts.sort_indices()
-    return weighted(version, np.asarray(chunk_ids, dtype=np.int64), counts, lengths, token_df)
+    return weighted(version, np.asarray(chunk_ids, dtype=np.int64), counts, lengths, token_df, vectors)
+
+
+def unit_rows(vectors: list[Any] | np.ndarray, dim: int) -> np.ndarray:
+    """Embeddings as a float32 matrix of unit rows (``dim`` columns even when empty)."""
+    # pgvector's binary loader gives Vector objects, the text one and SPI arrays
+    rows = [v.to_numpy() if hasattr(v, "to_numpy") else v for v in vectors]
+    m = np.asarray(rows, dtype=np.float32).reshape(-1, dim)
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
 
 def weighted(version: int, chunk_ids: np.ndarray, counts: sp.csc_matrix, lengths: np.ndarray,
-             df: np.ndarray) -> Postings:
+             df: np.ndarray, vectors: np.ndarray) -> Postings:
     """BM25 weights for term-frequency ``counts`` (chunks × tokens, CSC), given each
     chunk's length and each token's document frequency: every weight depends on
     the corpus's size and mean length, so an ingest reweighs them all."""
@@ -107,7 +130,8 @@ def weighted(version: int, chunk_ids: np.ndarray, counts: sp.csc_matrix, lengths
     weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
     matrix = sp.csc_matrix((weight, counts.indices, counts.indptr), shape=counts.shape)
     return Postings(version=version, chunk_ids=chunk_ids, bm25=matrix, tf=tf,
-                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(df, dtype=np.int64))
+                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(df, dtype=np.int64),
+                    vectors=vectors)
 
 
 def _read(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,6 +157,7 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
         tokens = conn.execute(query("token_df"), {"corpus_id": corpus_id}).fetchall()
         chunks = conn.execute(query("chunk_lengths"), {"corpus_id": corpus_id}).fetchall()
         chunk, token, tf = _read(conn, corpus_id)
+        vectors = _vectors(conn, corpus_id, np.fromiter((c[0] for c in chunks), np.int64, len(chunks)), every=True)
         after = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
     if after is None or int(after[0]) != graph.version:
         return None
@@ -141,7 +166,18 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
         return None
     return build_postings(graph.version, token_ids, np.fromiter((t[1] for t in tokens), np.int64, len(tokens)),
                           np.fromiter((c[0] for c in chunks), np.int64, len(chunks)),
-                          np.fromiter((c[1] for c in chunks), np.int64, len(chunks)), chunk, token, tf)
+                          np.fromiter((c[1] for c in chunks), np.int64, len(chunks)), chunk, token, tf, vectors)
+
+
+def _vectors(conn: Any, corpus_id: int, chunk_ids: np.ndarray, every: bool = False) -> np.ndarray:
+    """The unit embeddings of ``chunk_ids`` (ascending; ``every`` chunk of the
+    corpus, read without sending their ids), one row each."""
+    rows = conn.execute(query("chunk_vectors"), {
+        "corpus_id": corpus_id, "chunk_ids": None if every else chunk_ids.tolist()}).fetchall()
+    if [r[0] for r in rows] != chunk_ids.tolist():
+        raise PgragError(f"corpus {corpus_id}: some chunks have no embedding; re-ingest them")
+    dim = int(conn.execute(query("corpus_dim"), {"corpus_id": corpus_id}).fetchone()[0])
+    return unit_rows([r[1] for r in rows], dim)
 
 
 _cache: dict[tuple[str, int], Postings] = {}
@@ -227,6 +263,7 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
         rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
         edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
+        vectors = np.vstack([postings.vectors, _vectors(conn, corpus_id, fresh)])
         again = conn.execute(query("graph_version"), params).fetchone()
     if again is None or again[0] != version[0] or [t[0] for t in new_terms] != token_ids[graph.nodes:].tolist():
         return None
@@ -246,7 +283,7 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
     counts.sort_indices()
     lengths = np.fromiter((c[1] for c in chunks), np.int64, len(chunks))
     df = np.fromiter((t[1] for t in tokens), np.int64, len(tokens))
-    return new_graph, weighted(v, chunk_ids, counts, lengths, df)
+    return new_graph, weighted(v, chunk_ids, counts, lengths, df, vectors)
 
 
 def _padded(m: sp.csr_matrix | sp.csc_matrix, shape: tuple[int, int]) -> sp.csr_matrix | sp.csc_matrix:

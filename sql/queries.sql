@@ -739,3 +739,14 @@ WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
 -- name: edges_of_chunks
 -- What some chunks add to the co-occurrence edges (as pgrag.index_chunks adds it).
 SELECT token_a, token_b, weight FROM pgrag.chunk_edge_counts(%(corpus_id)s, %(chunk_ids)s::bigint[]);
+
+-- name: chunk_vectors
+-- The embeddings of some chunks (all of them for NULL), by id: TIGRAG's cached
+-- rerank vectors.
+SELECT chunk_id, embedding FROM pgrag.chunk
+WHERE corpus_id = %(corpus_id)s AND (%(chunk_ids)s::bigint[] IS NULL OR chunk_id = ANY (%(chunk_ids)s::bigint[]))
+ORDER BY chunk_id;
+
+-- name: corpus_dim
+-- A corpus's embedding dimension.
+SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;

@@ -175,10 +175,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
                          bm25=settings.bm25)
     t2 = time.perf_counter()
     max_rho = max((r[1] for r in pool), default=0.0) or 1.0
-    cosines: dict[int, float] = {}
-    if settings.rerank and pool:
-        cosines = {cid: cos for cid, cos, _ in ctx.db.fetchall("chunk_cosines", {
-            "corpus_id": ctx.id, "chunk_ids": [r[0] for r in pool], "embeddings": embeddings})}
+    cosines = postings.cosines([r[0] for r in pool], embeddings) if settings.rerank else {}
     t3 = time.perf_counter()
     ranked = []
     for chunk_id, rho, _ in pool:

@@ -46,6 +46,18 @@ def test_the_matrix_pool_equals_the_sql_pool(db, kb, bm25):
             assert np.allclose([r[1] for r in got], [r[1] for r in want], rtol=0, atol=1e-9)
 
 
+def test_the_cached_cosines_equal_the_sql_cosines(db, kb):
+    """The rerank's cosines from the cached vectors, against pgrag.chunk_cosines."""
+    _, index, _ = ranking_index(db, kb.id)
+    embeddings = list(kb.context(False).embedder.encode(["Who was Lothair II's mother?", "Ermengarde of Tours"]))
+    chunk_ids = index.chunk_ids[::2].tolist()
+    rows = db.fetchall("chunk_cosines", {"corpus_id": kb.id, "chunk_ids": chunk_ids, "embeddings": embeddings})
+    want = {c: cos for c, cos, _ in rows}
+    got = index.cosines(chunk_ids, embeddings)
+    assert sorted(got) == sorted(want) and len(got) == len(chunk_ids) > 3
+    assert max(abs(got[c] - want[c]) for c in want) < 1e-6
+
+
 def test_the_matrix_follows_ingest_and_delete(db, kb):
     graph, before, _ = ranking_index(db, kb.id)
     assert before.bm25.shape == (len(before.chunk_ids), graph.nodes) and before.nbytes > 0
