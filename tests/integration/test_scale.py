@@ -1,0 +1,48 @@
+"""`pgrag bench scale` (pgrag.scale) on the bundled sample: two sizes in one run,
+with random embeddings, and the figures the issue's targets read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pgrag.scale import scale_benchmark
+
+DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
+
+
+def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
+    graph_dir = os.environ.get("PGRAG_GRAPH_DIR")
+    seen = []
+    report = scale_benchmark(pg_uri, DATA / "sample_corpus.json", DATA / "sample_questions.jsonl", [1, 2],
+                             embeddings="random", method_names=["dense", "tigrag"], limit=2,
+                             database="pgrag_scale_test", via="python", progress=False,
+                             on_point=lambda r: seen.append(len(r["points"])))
+    assert os.environ.get("PGRAG_GRAPH_DIR") == graph_dir          # the run's own files are gone with it
+    one, two = report["points"]
+    assert seen == [1, 2] and report["embedding_model"] == "random-384" and "random_embeddings_note" in report
+    assert two["documents"] == 2 * one["documents"]
+    assert 1.8 * one["chunks"] <= two["chunks"] <= 2.2 * one["chunks"]    # renamed text may split otherwise
+    assert two["sizes"]["rows"]["token"] > one["sizes"]["rows"]["token"]          # new names, new tokens
+    assert two["sizes"]["total_bytes"] > one["sizes"]["total_bytes"]
+    assert two["ingest"]["added"] == one["ingest"]["added"] == one["documents"]
+    for point in report["points"]:
+        assert point["graph_cache"]["shared"] and point["second_process"]["source"] == "files"
+        assert point["latency"]["methods"]["tigrag"]["latency_ms_p50"] > 0
+        # 10 documents are more than a tenth of the sample's chunks (postings.DELTA_MAX_SHARE): a full read
+        assert point["changes"]["after_ingest"]["source"] == "database"
+        assert point["changes"]["after_ingest"]["first_query_ms"] > 0
+        assert point["ppr"]["top_gamma_agree"] >= 0.5
+    assert report["largest_over_first"]["factor"] == 2
+
+
+def test_scale_refuses_an_existing_database_and_bad_factors(pg_uri):
+    from pgrag.exceptions import PgragError
+
+    args = (pg_uri, DATA / "sample_corpus.json", DATA / "sample_questions.jsonl")
+    with pytest.raises(PgragError, match="ascending"):
+        scale_benchmark(*args, [10, 1], database="pgrag_scale_bad")
+    with pytest.raises(PgragError, match="exists"):
+        scale_benchmark(*args, [1], database="postgres")
