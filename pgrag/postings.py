@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import PgragError
-from .graph import TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph, weights_of
+from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph, weights_of
 from .queries import query
 
 if TYPE_CHECKING:
@@ -238,52 +238,132 @@ DELTA_MAX_SHARE = 0.1
 
 def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Postings,
             max_share: float | None = None) -> tuple[TokenGraph, Postings] | None:
-    """The current version from a cached one plus what was added since: the new
-    chunks' postings and edges, and every token's document frequency. Only for
-    additions (an ingest of new documents): None when chunks or tokens went away
-    (a delete or a replaced document), when more than ``max_share`` of the chunks
-    is new, or when the corpus moved on while reading, and the caller reads the
-    whole version instead. The result equals a full read (tests/integration/test_delta.py)."""
+    """The current version from a cached one plus what changed since: chunks
+    added (their postings, edges and vectors) and chunks removed (a delete, or
+    the old version of a replaced document: their rows go, and the edges among
+    their tokens are read again), with every token's document frequency. None
+    when more than ``max_share`` of the chunks changed, or when the corpus moved
+    on while reading: the caller reads the whole version instead. The result
+    equals a full read (tests/integration/test_delta.py)."""
     share = DELTA_MAX_SHARE if max_share is None else max_share
     params = {"corpus_id": corpus_id}
     with db.transaction() as conn:
         version = conn.execute(query("graph_version"), params).fetchone()
         chunks = conn.execute(query("chunk_lengths"), params).fetchall()
         tokens = conn.execute(query("token_df"), params).fetchall()
-        chunk_ids = np.fromiter((c[0] for c in chunks), np.int64, len(chunks))
-        old = len(postings.chunk_ids)
-        fresh = chunk_ids[old:]
-        if (version is None or int(version[0]) <= graph.version or not np.array_equal(chunk_ids[:old], postings.chunk_ids)
-                or len(fresh) > share * max(old, 1)):
-            return None
-        token_ids = np.fromiter((t[0] for t in tokens), np.int64, len(tokens))
-        if not np.array_equal(token_ids[:graph.nodes], graph.token_ids):
+        change = _Change.of(postings, graph, np.fromiter((c[0] for c in chunks), np.int64, len(chunks)),
+                            np.fromiter((t[0] for t in tokens), np.int64, len(tokens)))
+        if (version is None or int(version[0]) <= graph.version or change is None
+                or change.size > share * max(len(postings.chunk_ids), 1)):
             return None
         after = int(graph.token_ids[-1]) if graph.nodes else 0
         new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
-        rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
-        edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh.tolist()}).fetchall()
-        vectors = np.vstack([postings.vectors, _vectors(conn, corpus_id, fresh)])
+        fresh = change.fresh.tolist()
+        rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
+        edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
+        pa, pb = change.pairs(postings, graph)
+        now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
+        vectors = np.vstack([postings.vectors[change.kept_rows], _vectors(conn, corpus_id, change.fresh)])
         again = conn.execute(query("graph_version"), params).fetchone()
-    if again is None or again[0] != version[0] or [t[0] for t in new_terms] != token_ids[graph.nodes:].tolist():
+    if (again is None or again[0] != version[0]
+            or [t[0] for t in new_terms] != change.token_ids[int(change.kept_nodes.sum()):].tolist()):
         return None
-    n, v = len(token_ids), int(version[0])
-    # the graph: the old weights, padded to the new vocabulary, plus the new chunks' edges
-    sym = _padded(weights_of(graph), (n, n))
-    a, b, w = (np.array([e[i] for e in edges], dtype=np.int64 if i < 2 else np.float64) for i in range(3))
-    new_graph = from_weights(v, token_ids, graph.terms.extended([t[1] for t in new_terms]),
-                             (sym + edge_matrix(token_ids, a, b, w, n)).tocsr())
-    # the postings: old term frequencies padded, plus the new chunks' rows, all reweighed
-    counts = _padded(sp.csc_matrix((postings.tf, postings.bm25.indices, postings.bm25.indptr),
-                                   shape=postings.bm25.shape), (len(chunk_ids), n))
-    added = sp.csc_matrix((np.array([r[2] for r in rows], dtype=np.float64),
-                           (np.searchsorted(chunk_ids, [r[0] for r in rows]),
-                            np.searchsorted(token_ids, [r[1] for r in rows]))), shape=(len(chunk_ids), n))
-    counts = (counts + added).tocsc()
-    counts.sort_indices()
+    v = int(version[0])
+    new_graph = _advanced_graph(v, graph, change, new_terms, edges, (pa, pb, now))
+    if new_graph is None:
+        return None
+    counts = _advanced_counts(postings, change, rows)
     lengths = np.fromiter((c[1] for c in chunks), np.int64, len(chunks))
     df = np.fromiter((t[1] for t in tokens), np.int64, len(tokens))
-    return new_graph, weighted(v, chunk_ids, counts, lengths, df, vectors)
+    return new_graph, weighted(v, change.chunk_ids, counts, lengths, df, vectors)
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What a delta applies: the chunks and tokens kept from the cached version
+    (masks over its rows and nodes) and the chunks added since."""
+
+    chunk_ids: np.ndarray      # the current chunks, ascending
+    token_ids: np.ndarray      # the current tokens, ascending
+    kept_rows: np.ndarray      # bool per cached chunk row
+    kept_nodes: np.ndarray     # bool per cached graph node
+    fresh: np.ndarray          # chunk ids added since
+
+    @property
+    def size(self) -> int:
+        return len(self.fresh) + int((~self.kept_rows).sum())
+
+    @classmethod
+    def of(cls, postings: Postings, graph: TokenGraph, chunk_ids: np.ndarray,
+           token_ids: np.ndarray) -> "_Change | None":
+        """None unless the current ids are the cached ones kept plus new ones
+        above them (ids only grow), which is what the delta can apply."""
+        kept_rows = np.isin(postings.chunk_ids, chunk_ids)
+        kept_nodes = np.isin(graph.token_ids, token_ids)
+        fresh = chunk_ids[len(postings.chunk_ids[kept_rows]):]
+        if (not np.array_equal(chunk_ids[:len(chunk_ids) - len(fresh)], postings.chunk_ids[kept_rows])
+                or (len(fresh) and len(postings.chunk_ids) and fresh[0] <= postings.chunk_ids[-1])
+                or not np.array_equal(token_ids[:int(kept_nodes.sum())], graph.token_ids[kept_nodes])):
+            return None
+        return cls(chunk_ids=chunk_ids, token_ids=token_ids, kept_rows=kept_rows, kept_nodes=kept_nodes,
+                   fresh=fresh)
+
+    def pairs(self, postings: Postings, graph: TokenGraph) -> tuple[np.ndarray, np.ndarray]:
+        """Token id pairs (a < b) that co-occur in a removed chunk: the only edges a
+        removal can change (an edge joins two tokens of one chunk)."""
+        removed = np.flatnonzero(~self.kept_rows)
+        if not len(removed):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows = postings.bm25.tocsr()[removed]
+        found = []
+        for r in range(rows.shape[0]):
+            cols = rows.indices[rows.indptr[r]:rows.indptr[r + 1]]
+            i, j = np.triu_indices(len(cols), 1)
+            found.append(np.stack([cols[i], cols[j]], axis=1))
+        pair = np.unique(np.concatenate(found), axis=0)
+        a, b = graph.token_ids[pair[:, 0]], graph.token_ids[pair[:, 1]]
+        return np.minimum(a, b), np.maximum(a, b)
+
+
+def _advanced_graph(version: int, graph: TokenGraph, change: _Change, new_terms: list[tuple],
+                    edges: list[tuple], removed: tuple[np.ndarray, np.ndarray, list[tuple]]) -> TokenGraph | None:
+    """The cached weights with the new chunks' edges added, the removed chunks'
+    pairs set to their current weights, and the tokens gone dropped; None if a
+    dropped token still has an edge (then the caller reads everything)."""
+    ext = np.concatenate([graph.token_ids, np.array([t[0] for t in new_terms], dtype=np.int64)])
+    n = len(ext)
+    sym = _padded(weights_of(graph), (n, n))
+    a, b, w = (np.array([e[i] for e in edges], dtype=np.int64 if i < 2 else np.float64) for i in range(3))
+    sym = (sym + edge_matrix(ext, a, b, w, n)).tocsr()
+    pa, pb, now = removed
+    if len(pa):
+        current = {(int(x), int(y)): float(z) for x, y, z in now}
+        target = np.array([current.get((int(x), int(y)), 0.0) for x, y in zip(pa, pb)])
+        ia, ib = np.searchsorted(ext, pa), np.searchsorted(ext, pb)
+        present = np.asarray(sym[ia, ib]).ravel()
+        sym = (sym + edge_matrix(ext, pa, pb, target - present, n)).tocsr()
+        sym.eliminate_zeros()
+    keep = np.concatenate([change.kept_nodes, np.ones(len(new_terms), dtype=bool)])
+    if sym[~keep].nnz:
+        return None
+    sym = sym[keep][:, keep].tocsr()
+    terms = Terms(graph.terms.by_node[change.kept_nodes]).extended([t[1] for t in new_terms])
+    return from_weights(version, change.token_ids, terms, sym)
+
+
+def _advanced_counts(postings: Postings, change: _Change, rows: list[tuple]) -> sp.csc_matrix:
+    """Term frequencies: the kept rows and columns of the cached ones, padded,
+    plus the new chunks' postings (chunks × tokens, CSC, sorted)."""
+    old = sp.csc_matrix((postings.tf, postings.bm25.indices, postings.bm25.indptr), shape=postings.bm25.shape)
+    old = old[change.kept_rows][:, change.kept_nodes].tocsc()
+    counts = _padded(old, (len(change.chunk_ids), len(change.token_ids)))
+    added = sp.csc_matrix((np.array([r[2] for r in rows], dtype=np.float64),
+                           (np.searchsorted(change.chunk_ids, [r[0] for r in rows]),
+                            np.searchsorted(change.token_ids, [r[1] for r in rows]))),
+                          shape=(len(change.chunk_ids), len(change.token_ids)))
+    counts = (counts + added).tocsc()
+    counts.sort_indices()
+    return counts
 
 
 def _padded(m: sp.csr_matrix | sp.csc_matrix, shape: tuple[int, int]) -> sp.csr_matrix | sp.csc_matrix:

@@ -750,3 +750,9 @@ ORDER BY chunk_id;
 -- name: corpus_dim
 -- A corpus's embedding dimension.
 SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
+
+-- name: edges_of_pairs
+-- The current weights of some token pairs (a < b), where they are still edges.
+SELECT e.token_a, e.token_b, e.weight
+FROM unnest(%(a)s::bigint[], %(b)s::bigint[]) AS p(a, b)
+JOIN pgrag.token_edge e ON e.corpus_id = %(corpus_id)s AND e.token_a = p.a AND e.token_b = p.b;

@@ -1,6 +1,7 @@
-"""After a small ingest the next query advances the cached graph and postings by
-what was added (pgrag.postings.advance) instead of reading the whole version,
-and gets exactly what a full read gives; a delete or a large ingest reads it all."""
+"""After a small ingest, delete or replacement the next query advances the
+cached graph and postings by what changed (pgrag.postings.advance) instead of
+reading the whole version, and gets exactly what a full read gives; a large
+change reads it all."""
 
 from __future__ import annotations
 
@@ -56,18 +57,36 @@ def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
     assert [(h.provenance.chunk_id, h.score) for h in hits] == [(h.provenance.chunk_id, h.score) for h in fresh]
 
 
-def test_a_delete_or_a_large_ingest_reads_the_whole_version(db, kb, monkeypatch):
+def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, monkeypatch):
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    graph.clear_cache()
+    postings.clear_cache()
+    before = ranking_index(db, kb.id)
+    kb.delete(["minaj"])                      # her words that no other document has leave the vocabulary
+    gone = ranking_index(db, kb.id)
+    assert gone.source == "delta" and gone.graph.nodes < before.graph.nodes
+    assert_same_as_a_full_read(db, kb, gone)
+    doc = next(d for d in wiki_docs if d["id"] == "lothair")
+    kb.ingest([{"id": doc["id"], "title": doc["title"], "text": doc["text"] + " Zanzibar hosted it in 1999."}],
+              progress=False)
+    replaced = ranking_index(db, kb.id)
+    assert replaced.source == "delta" and "zanzibar" in replaced.graph.index
+    assert_same_as_a_full_read(db, kb, replaced)
+
+
+def test_a_large_change_reads_the_whole_version(db, kb, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
     graph.clear_cache()
     postings.clear_cache()
     ranking_index(db, kb.id)
-    kb.delete(["minaj"])
-    assert ranking_index(db, kb.id).source == "database"
     many = [{"id": f"m{i}", "title": f"M{i}", "text": f"Item {i} is a town in Lotharingia."} for i in range(5)]
     kb.ingest(many, progress=False)            # 5 new chunks on a few: past the 10 % share
     index = ranking_index(db, kb.id)
     assert index.source == "database"
     assert_same_as_a_full_read(db, kb, index)
+    kb.delete([d["id"] for d in many])
+    assert ranking_index(db, kb.id).source == "database"
 
 
 def test_a_server_backend_applies_the_delta_too(db, database_uri):
