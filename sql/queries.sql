@@ -753,6 +753,9 @@ SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
 
 -- name: edges_of_pairs
 -- The current weights of some token pairs (a < b), where they are still edges.
-SELECT e.token_a, e.token_b, e.weight
+-- One primary-key probe per pair, never a scan of the corpus's edges: LIMIT 1
+-- (harmless on a key) keeps the planner from turning the probes into a join.
+SELECT p.a, p.b, e.weight
 FROM unnest(%(a)s::bigint[], %(b)s::bigint[]) AS p(a, b)
-JOIN pgrag.token_edge e ON e.corpus_id = %(corpus_id)s AND e.token_a = p.a AND e.token_b = p.b;
+CROSS JOIN LATERAL (SELECT x.weight FROM pgrag.token_edge x
+                    WHERE x.corpus_id = %(corpus_id)s AND x.token_a = p.a AND x.token_b = p.b LIMIT 1) e;

@@ -243,6 +243,11 @@ HOT = {  # queries.sql statements that the methods run per question, with values
     "chunk_lengths": lambda kb, ids: {"corpus_id": kb.id},
     "postings_arrays": lambda kb, ids: {"corpus_id": kb.id},
     "graph_file_key": lambda kb, ids: {"corpus_id": kb.id},
+    "chunk_vectors": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": None},
+    "corpus_dim": lambda kb, ids: {"corpus_id": kb.id},
+    # the delta after a small change (postings.advance)
+    "postings_of_chunks": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids[:2]},
+    "edges_of_pairs": lambda kb, ids: {"corpus_id": kb.id, "a": [1, 2], "b": [3, 4]},
     "chunk_entities": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_texts": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_sentences_many": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
