@@ -179,10 +179,6 @@ SELECT coalesce(array_agg(token_a), ARRAY[]::bigint[]) AS a, coalesce(array_agg(
        coalesce(array_agg(weight), ARRAY[]::bigint[]) AS w
 FROM pgrag.token_edge WHERE corpus_id = %(corpus_id)s;
 
--- name: chunk_cosines
--- Best cosine of each chunk to a set of query embeddings.
-SELECT chunk_id, cosine, best FROM pgrag.chunk_cosines(%(corpus_id)s, %(chunk_ids)s, %(embeddings)s);
-
 -- name: chunk_entities
 -- Named entities stored at ingest for some chunks, in text order.
 SELECT chunk_id, entity, label FROM pgrag.chunk_entity

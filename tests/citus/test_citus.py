@@ -237,7 +237,6 @@ def test_methods_never_fan_out(citus_db, method):
 
 HOT = {  # queries.sql statements that the methods run per question, with values
     "hits": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "scores": [1.0] * len(ids)},
-    "chunk_cosines": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "embeddings": [_vec(kb, "x")]},
     # TIGRAG's postings matrix, read once per graph version (pgrag/postings.py)
     "token_df": lambda kb, ids: {"corpus_id": kb.id},
     "chunk_lengths": lambda kb, ids: {"corpus_id": kb.id},

@@ -51,8 +51,10 @@ def test_the_cached_cosines_equal_the_sql_cosines(db, kb):
     _, index, _ = ranking_index(db, kb.id)
     embeddings = list(kb.context(False).embedder.encode(["Who was Lothair II's mother?", "Ermengarde of Tours"]))
     chunk_ids = index.chunk_ids[::2].tolist()
-    rows = db.fetchall("chunk_cosines", {"corpus_id": kb.id, "chunk_ids": chunk_ids, "embeddings": embeddings})
-    want = {c: cos for c, cos, _ in rows}
+    with db.transaction() as conn:
+        rows = conn.execute("SELECT chunk_id, cosine FROM pgrag.chunk_cosines(%s, %s, %s)",
+                            (kb.id, chunk_ids, embeddings)).fetchall()
+    want = dict(rows)
     got = index.cosines(chunk_ids, embeddings)
     assert sorted(got) == sorted(want) and len(got) == len(chunk_ids) > 3
     assert max(abs(got[c] - want[c]) for c in want) < 1e-6
