@@ -677,11 +677,13 @@ def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path |
 @click.option("--database", default="pgrag_scale", show_default=True,
               help="Database to build the corpus in (on the server of --dsn, or the embedded one).")
 @click.option("--replace", is_flag=True, help="Drop --database first if it exists.")
+@click.option("--resume", is_flag=True, help="Grow the corpus an earlier run left in --database from its size.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write JSON here (rewritten after every size).")
 @dsn_option
 def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embeddings: str, method_names: list[str],
-                limit: int, via: str, database: str, replace: bool, out: Path | None, dsn: str | None) -> None:
+                limit: int, via: str, database: str, replace: bool, resume: bool, out: Path | None,
+                dsn: str | None) -> None:
     """Grow a corpus to 1x, 10x, ... (names permuted per copy) and measure each size:
     table sizes, ingest stages, graph cache, PPR, method p50/p95, the first query
     after a small ingest and delete, and memory per process (pgrag/scale.py)."""
@@ -701,7 +703,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
 
     result = scale_benchmark(admin, corpus_file, questions_file, sizes, embeddings=embeddings,
                              method_names=method_names, limit=limit, database=database, replace=replace,
-                             via=via, on_point=save)
+                             resume=resume, via=via, on_point=save)
     _echo_json(result, out)
 
 

@@ -241,12 +241,15 @@ def after_changes(kb: Any, extra: list[dict[str, Any]], question: str, steady_p5
 def scale_benchmark(admin_dsn: str, corpus_file: Path, questions_file: Path, factors: Sequence[int], *,
                     embeddings: str = "model", method_names: Sequence[str] = DEFAULT_METHODS,
                     limit: int | None = 30, database: str = "pgrag_scale", replace: bool = False,
-                    via: str = "both", progress: bool = True,
+                    resume: bool = False, via: str = "both", progress: bool = True,
                     on_point: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Grow one corpus through ``factors`` (ascending, from 1) in database
     ``database`` of the server at ``admin_dsn`` and measure each size; see the
     module's docstring. ``on_point`` gets the report after every size (so a run
-    stopped at 30x still leaves 1x and 10x)."""
+    stopped at 30x still leaves 1x and 10x). ``resume`` keeps an existing
+    ``database`` built by an earlier run and grows its corpus from the size it
+    has (sizes below it are skipped; the ingest of the copies already there is
+    not in this run's figures)."""
     from .evaluate import load_questions
     from .sources import load_path
 
@@ -258,7 +261,7 @@ def scale_benchmark(admin_dsn: str, corpus_file: Path, questions_file: Path, fac
     questions = [q.question for q in load_questions(questions_file)[:limit]]
     if not questions:
         raise PgragError(f"{questions_file}: no questions")
-    dsn = _fresh_database(admin_dsn, database, replace)
+    dsn = _database(admin_dsn, database, replace, resume)
     before = os.environ.get("PGRAG_GRAPH_DIR")
     # This run's shared files only, so that the second process maps what this one wrote.
     graph_dir = tempfile.mkdtemp(prefix="pgrag-scale-graphs-")
@@ -294,8 +297,13 @@ def _grow(dsn: str, base: list[dict[str, Any]], questions: list[str], factors: S
         report["random_embeddings_note"] = ("vectors are seeded random: dense, hybrid and every rerank rank "
                                             "noise, so their latencies are the worst case for HNSW and no "
                                             "recall is reported")
-    copies = 0
-    for factor in factors:
+    stats = next((c for c in db.corpora() if c["name"] == kb.name), {"documents": 0})
+    copies, rest = divmod(stats["documents"], len(base))
+    if rest:
+        raise PgragError(f"corpus 'scale' of {dsn.rsplit('/', 1)[-1]} holds {stats['documents']} documents, "
+                         f"not a whole number of copies of {len(base)}: build it again with --replace")
+    report["resumed_at"] = copies or None
+    for factor in (f for f in factors if f >= copies):
         ingest: dict[str, Any] = {"added": 0, "seconds": {}}
         for copy in tqdm(range(copies, factor), desc=f"ingest to {factor}x", unit="copy", disable=not progress):
             r = _ingest(kb, scaled_copy(base, copy, names), False)
@@ -331,15 +339,17 @@ def _ratios(report: dict[str, Any]) -> None:
     }
 
 
-def _fresh_database(admin_dsn: str, name: str, replace: bool) -> str:
+def _database(admin_dsn: str, name: str, replace: bool, resume: bool) -> str:
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if exists and not replace:
-            raise PgragError(f"database {name!r} exists; pass --replace to drop it, or --database another name")
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        if exists and not (replace or resume):
+            raise PgragError(f"database {name!r} exists; pass --replace to drop it, --resume to grow it, "
+                             "or --database another name")
+        if not (exists and resume):
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     base, _, params = admin_dsn.partition("?")
     return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")

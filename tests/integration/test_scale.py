@@ -37,6 +37,13 @@ def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
         assert point["ppr"]["top_gamma_agree"] >= 0.5
     assert report["largest_over_first"]["factor"] == 2
 
+    again = scale_benchmark(pg_uri, DATA / "sample_corpus.json", DATA / "sample_questions.jsonl", [1, 2, 3],
+                            embeddings="random", method_names=["dense"], limit=1, database="pgrag_scale_test",
+                            resume=True, via="python", progress=False)
+    assert again["resumed_at"] == 2 and [p["factor"] for p in again["points"]] == [2, 3]
+    assert again["points"][0]["ingest"]["added"] == 0 and again["points"][0]["documents"] == two["documents"]
+    assert again["points"][1]["ingest"]["added"] == one["documents"]
+
 
 def test_scale_refuses_an_existing_database_and_bad_factors(pg_uri):
     from pgrag.exceptions import PgragError
