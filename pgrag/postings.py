@@ -54,6 +54,21 @@ class Postings:
         return int(sum(a.nbytes for a in (m.data, m.indices, m.indptr, self.chunk_ids, self.tf, self.lengths,
                                           self.df, self.vectors)))
 
+    def bm25_top(self, columns: list[int], depth: int) -> list[int]:
+        """The ``depth`` best chunk ids by Okapi BM25 for query tokens ``columns``
+        (graph node indexes, each counted once), best first, ties by chunk id:
+        the ranking of SQL's ``pgrag.bm25`` from the cached weights."""
+        columns = sorted(set(columns))
+        if not columns or depth <= 0:
+            return []
+        sub = self.bm25[:, columns]
+        rows = np.unique(sub.indices)
+        if not len(rows):
+            return []
+        score = np.asarray(sub.sum(axis=1)).ravel()[rows]
+        order = np.lexsort((self.chunk_ids[rows], -score))[:depth]
+        return [int(c) for c in self.chunk_ids[rows[order]]]
+
     def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
         """Each chunk's best cosine to any of ``embeddings`` (what the SQL
         ``pgrag.chunk_cosines`` gives), from the cached vectors."""

@@ -342,26 +342,18 @@ WHERE d.corpus_id = %(corpus_id)s AND d.content_hash = x.hash AND d.indexed_hash
                   WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
 FOR UPDATE OF d;
 
--- name: threadrag_documents
--- Distinct documents of the top fused (BM25 + dense, RRF) chunks, best first, minus some.
-SELECT h.document_id, min(h.rank) AS rank
-FROM pgrag.hybrid(%(corpus)s, %(query)s, %(embedding)s, %(depth)s, %(depth)s, 60) h
-WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
-GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
+-- name: dense_many
+-- The top-k chunks of each of several query embeddings by HNSW (pgrag.dense),
+-- with their documents: (query ordinal from 1, chunk, document), best first.
+SELECT e.q::integer, h.chunk_id, h.document_id
+FROM unnest(%(embeddings)s::vector[]) WITH ORDINALITY AS e(v, q)
+CROSS JOIN LATERAL pgrag.dense(%(corpus)s, e.v, %(k)s) h
+ORDER BY e.q, h.rank;
 
--- name: threadrag_documents_dense
--- Same, dense retrieval only.
-SELECT h.document_id, min(h.rank) AS rank
-FROM pgrag.dense(%(corpus)s, %(embedding)s, %(depth)s) h
-WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
-GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
-
--- name: threadrag_documents_bm25
--- Same, BM25 only.
-SELECT h.document_id, min(h.rank) AS rank
-FROM pgrag.bm25(%(corpus)s, %(query)s, %(depth)s) h
-WHERE NOT (h.document_id = ANY (%(exclude)s::bigint[]))
-GROUP BY h.document_id ORDER BY min(h.rank), h.document_id LIMIT %(n)s;
+-- name: chunk_documents
+-- The document of each of some chunks.
+SELECT chunk_id, document_id FROM pgrag.chunk
+WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
 
 -- name: threadrag_nodes
 -- Semantic nodes of documents with their embeddings, their name-like entities

@@ -57,6 +57,7 @@ import scipy.sparse as sp
 from .. import nlp, prompts
 from ..graph import propagate_energy, reachable
 from ..llm import LLMError, short_answer
+from ..postings import ranking_index
 from ..results import Hits, Trace
 from ..semantic import as_array
 from . import MethodSpec
@@ -177,8 +178,8 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     entities = _question_entities(ctx, question, llm, settings, trace)
     q_vec = ctx.encode([question], trace)[0]
     state = _State()
-    _add_documents(ctx, state, _retrieve_documents(ctx, question, q_vec, settings.documents, [], settings, trace),
-                   settings.local_weight, settings, trace)
+    first = _retrieve_documents(ctx, [question], [q_vec], settings.documents, [], settings, trace)[0]
+    _add_documents(ctx, state, first, settings.local_weight, settings, trace)
     targeted = _targeted(ctx, entities, settings.entity_documents * len(entities), state, settings, trace)
     _add_documents(ctx, state, targeted, settings.remote_weight, settings, trace)
     if llm is None and settings.bridge_entities:
@@ -228,15 +229,56 @@ def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, ent
 # -- retrieval -----------------------------------------------------------------
 
 
-def _retrieve_documents(ctx: "Context", text: str, vec: np.ndarray, n: int, exclude: list[int],
-                        settings: ThreadragSettings, trace: Trace) -> list[int]:
+def _retrieve_documents(ctx: "Context", texts: list[str], vectors: list[np.ndarray], n: int, exclude: list[int],
+                        settings: ThreadragSettings, trace: Trace) -> list[list[int]]:
+    """For each text (with its embedding): the distinct documents of its top
+    ``depth`` chunks by ``settings.retrieval``, best first, minus ``exclude``, at
+    most ``n``. Hybrid is pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking
+    from the cached postings (pgrag.postings, no scan of the posting lists in
+    SQL) and the HNSW ranking of pgrag.dense; every text in one round trip each."""
     t0 = time.perf_counter()
-    name = {"hybrid": "threadrag_documents", "dense": "threadrag_documents_dense",
-            "bm25": "threadrag_documents_bm25"}[settings.retrieval]
-    rows = ctx.db.fetchall(name, {"corpus": ctx.name, "query": text, "embedding": vec,
-                                 "depth": max(settings.depth, n), "exclude": exclude, "n": n})
+    depth = max(settings.depth, n)
+    lists: list[list[list[int]]] = [[] for _ in texts]
+    if settings.retrieval in ("hybrid", "bm25"):
+        postings = ranking_index(ctx.db, ctx.id)
+        for ranked, text in zip(lists, texts):
+            terms = ctx.tokenize(text)
+            ranked.append(postings.postings.bm25_top([postings.graph.index[t] for t in terms
+                                                      if t in postings.graph.index], depth))
+    documents: dict[int, int] = {}
+    if settings.retrieval in ("hybrid", "dense"):
+        dense: list[list[int]] = [[] for _ in texts]
+        for q, chunk_id, document_id in ctx.db.fetchall("dense_many", {
+                "corpus": ctx.name, "embeddings": list(vectors), "k": depth}):
+            dense[q - 1].append(chunk_id)
+            documents[chunk_id] = document_id
+        for ranked, d in zip(lists, dense):
+            ranked.append(d)
+    wanted = sorted({c for ranked in lists for r in ranked for c in r} - documents.keys())
+    if wanted:
+        documents.update(ctx.db.fetchall("chunk_documents", {"corpus_id": ctx.id, "chunk_ids": wanted}))
     trace.time("retrieve", t0)
-    return [r[0] for r in rows]
+    return [_documents_of(_fused(ranked, depth), documents, n, set(exclude)) for ranked in lists]
+
+
+def _fused(rankings: list[list[int]], depth: int, rrf_k: int = 60) -> list[int]:
+    """Reciprocal rank fusion of chunk rankings (ranks from 1), as pgrag.hybrid:
+    score desc, then chunk id; the top ``depth``."""
+    score: dict[int, float] = {}
+    for ranked in rankings:
+        for rank, chunk_id in enumerate(ranked, start=1):
+            score[chunk_id] = score.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(score, key=lambda c: (-score[c], c))[:depth]
+
+
+def _documents_of(chunks: list[int], documents: dict[int, int], n: int, exclude: set[int]) -> list[int]:
+    """Distinct documents of ranked chunks, in order of their best chunk."""
+    out: list[int] = []
+    for chunk_id in chunks:
+        d = documents[chunk_id]
+        if d not in exclude and d not in out:
+            out.append(d)
+    return out[:n]
 
 
 def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, settings: ThreadragSettings,
@@ -247,8 +289,7 @@ def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, s
         return []
     vectors = ctx.encode(entities, trace)
     per_entity = max(1, -(-budget // len(entities)))
-    lists = [_retrieve_documents(ctx, e, v, per_entity, list(state.documents), settings, trace)
-             for e, v in zip(entities, vectors)]
+    lists = _retrieve_documents(ctx, entities, vectors, per_entity, list(state.documents), settings, trace)
     out: list[int] = []
     for rank in range(per_entity):
         for docs in lists:

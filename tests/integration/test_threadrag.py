@@ -27,6 +27,36 @@ def steps(hits, name):
     return [s for s in hits.trace.steps if s["step"] == name]
 
 
+# What ThreadRAG's document retrieval computed in SQL before it used the cached
+# postings: the oracle of test_document_retrieval_equals_the_sql_functions.
+SQL_DOCUMENTS = {
+    "hybrid": "SELECT h.document_id FROM pgrag.hybrid(%(c)s, %(q)s, %(v)s, %(d)s, %(d)s, 60) h",
+    "dense": "SELECT h.document_id FROM pgrag.dense(%(c)s, %(v)s, %(d)s) h",
+    "bm25": "SELECT h.document_id FROM pgrag.bm25(%(c)s, %(q)s, %(d)s) h",
+}
+
+
+@pytest.mark.parametrize("retrieval", ["hybrid", "dense", "bm25"])
+@pytest.mark.parametrize("depth", [3, 50])
+def test_document_retrieval_equals_the_sql_functions(db, kb, retrieval, depth):
+    from pgrag.methods import threadrag
+    from pgrag.results import Trace
+
+    ctx = kb.context(False)
+    texts = [QUESTION, "Ermengarde of Tours", "Nicki Minaj rapper", "Lotharingia king 855", "zzz unknown"]
+    vectors = ctx.encode(texts)
+    settings = threadrag.ThreadragSettings(retrieval=retrieval, depth=depth)
+    exclude = [1]
+    got = threadrag._retrieve_documents(ctx, texts, vectors, 4, exclude, settings, Trace(method="threadrag", query="q"))
+    with db.transaction() as conn:
+        for text, vector, documents in zip(texts, vectors, got):
+            rows = conn.execute(SQL_DOCUMENTS[retrieval] + " ORDER BY h.rank",
+                                {"c": kb.name, "q": text, "v": vector, "d": max(depth, 4)}).fetchall()
+            want = [d for d in dict.fromkeys(r[0] for r in rows) if d not in exclude][:4]
+            assert documents == want, (retrieval, text)
+    assert any(got)
+
+
 def test_one_pass_without_llm(kb):
     hits = kb.retrieve(QUESTION, method="threadrag", k=4, llm=False)
     trace = hits.trace

@@ -13,8 +13,6 @@ from pgrag.queries import parse, queries
 NAMED_CALL = re.compile(r'\b(?:query|fetchall|fetchone|fetch_row|_admin)\(\s*"([a-z_][a-z0-9_]*)"')
 # pgrag.follow runs its queries in a transaction through _rows(tx, "name", params).
 ROWS_CALL = re.compile(r'\b_rows\(\s*\w+,\s*"([a-z_][a-z0-9_]*)"')
-# ThreadRAG picks its document query from a dict literal: {"hybrid": "threadrag_documents", ...}[...]
-THREADRAG_DISPATCH = re.compile(r'\{("(?:hybrid|dense|bm25)":\s*"[a-z_0-9]+",?\s*)+\}\[settings\.retrieval\]')
 
 
 def package_source() -> str:
@@ -23,8 +21,6 @@ def package_source() -> str:
 
 def used_query_names(source: str) -> set[str]:
     used = set(NAMED_CALL.findall(source)) | set(ROWS_CALL.findall(source))
-    for mapping in THREADRAG_DISPATCH.finditer(source):
-        used.update(re.findall(r':\s*"([a-z_0-9]+)"', mapping.group(0)))
     used.update(_LOAD_QUERY.values())  # bench load runs query(_LOAD_QUERY[method]) for each SQL method
     # pgrag.bulk runs query(f"copy_{table}") over psycopg and query(f"bulk_{table}") over SPI
     assert 'query(f"copy_{table}")' in source and 'query(f"bulk_{table}")' in source
