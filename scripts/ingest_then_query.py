@@ -7,8 +7,8 @@ It times --queries multi-hop TIGRAG questions (steady p50), ingests --docs
 documents (copies of corpus passages under new ids, so their token statistics
 are real), times the next question (the delta, then writing the new version's
 shared files), deletes the documents again (the corpus is as before: a delete
-restores every statistic exactly) and times the question after the delete (a
-full read: deletes are not applied as deltas).
+restores every statistic exactly) and times the question after the delete
+(the delete's delta).
 """
 
 from __future__ import annotations
