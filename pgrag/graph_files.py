@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "dangling",
                 "t_data", "t_indices", "t_indptr")
-POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df", "vectors")
+POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df", "vector_ids", "vectors")
 # Part of every folder's name: a version written by an older pgrag, with other
 # arrays, is never mistaken for one this code can map.
-FORMAT = 2
+FORMAT = 3
 
 
 def root() -> Path | None:
@@ -95,7 +95,7 @@ def _owners() -> list[int]:
 
 def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, Postings] | None":
     """The graph and postings of ``version``, mapped from a trusted folder, or None."""
-    from .postings import Postings
+    from .postings import Postings, Vectors
 
     base = root()
     if base is None or not _safe_root(base):
@@ -122,7 +122,8 @@ def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, 
         postings = Postings(version=version, chunk_ids=a["chunk_ids"],
                             bm25=sp.csc_matrix((a["b_data"], a["b_indices"], a["b_indptr"]),
                                                shape=(len(a["chunk_ids"]), n), copy=False),
-                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"], vectors=a["vectors"])
+                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"],
+                            vectors=Vectors.of(a["vector_ids"], a["vectors"]))
         return graph, postings
     return None
 
@@ -167,13 +168,15 @@ def publish(key: str, graph: TokenGraph, postings: "Postings") -> Path | None:
 
 def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> None:
     t, b = graph.transition, postings.bm25
+    vector_ids, vectors = postings.vectors.merged()
     t.sort_indices()   # canonical before mapping read-only: scipy never needs to reorder them
     assert b.has_sorted_indices   # built sorted (postings.weighted), so tf stays aligned with its entries
     arrays = {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
               "order": graph.index.order, "degree": graph.degree, "dangling": graph.dangling,
               "t_data": t.data, "t_indices": t.indices, "t_indptr": t.indptr,
               "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr,
-              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df, "vectors": postings.vectors}
+              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df,
+              "vector_ids": vector_ids, "vectors": vectors}
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -33,6 +33,58 @@ if TYPE_CHECKING:
 K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag.tigrag_pool
 
 
+# Past this many blocks a delta merges them (one copy of every vector).
+MAX_VECTOR_BLOCKS = 8
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """Chunk embeddings (unit rows, float32) by chunk id, in blocks of ascending
+    ids: a delta adds a block for the new chunks instead of copying every vector
+    (115 MB at 10x 2Wiki). Rows of deleted chunks may stay until a merge; only
+    current chunks are ever looked up."""
+
+    blocks: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    @classmethod
+    def of(cls, ids: np.ndarray, rows: np.ndarray) -> "Vectors":
+        return cls(((np.asarray(ids, dtype=np.int64), rows),))
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(ids.nbytes + rows.nbytes for ids, rows in self.blocks))
+
+    def rows(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """The vectors of ``chunk_ids`` (each must be in a block)."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        out = np.empty((len(wanted), self.blocks[0][1].shape[1]), dtype=np.float32)
+        found = np.zeros(len(wanted), dtype=bool)
+        for ids, rows in self.blocks:
+            at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
+            hit = (ids[at] == wanted) if len(ids) else np.zeros(len(wanted), dtype=bool)
+            out[hit] = rows[at[hit]]
+            found |= hit
+        if not found.all():
+            raise PgragError(f"no cached vector for chunks {wanted[~found][:5].tolist()}")
+        return out
+
+    def added(self, ids: np.ndarray, rows: np.ndarray, keep: np.ndarray) -> "Vectors":
+        """These vectors and those of chunks ``ids``; past MAX_VECTOR_BLOCKS one
+        block of the ``keep`` chunks (ascending) and the new ones."""
+        blocks = self.blocks + ((np.asarray(ids, dtype=np.int64), rows),)
+        if len(blocks) <= MAX_VECTOR_BLOCKS:
+            return Vectors(blocks)
+        every = np.concatenate([np.asarray(keep, dtype=np.int64), np.asarray(ids, dtype=np.int64)])
+        return Vectors.of(every, Vectors(blocks).rows(every))
+
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, rows) in one block, ascending: what the shared files hold."""
+        if len(self.blocks) == 1:
+            return self.blocks[0]
+        ids = np.unique(np.concatenate([b[0] for b in self.blocks]))
+        return ids, self.rows(ids)
+
+
 @dataclass(frozen=True)
 class Postings:
     """BM25(v, c) for every posting of one corpus at one graph version."""
@@ -43,16 +95,16 @@ class Postings:
     tf: np.ndarray            # term frequency of each entry of bm25 (same order)
     lengths: np.ndarray       # row -> chunk length in tokens
     df: np.ndarray            # column -> document frequency
-    # row -> the chunk's embedding, unit length (float32): the rerank's cosines are
-    # one product here instead of a query over the pool (docs/SCALING.md: memory)
-    vectors: np.ndarray
+    # each chunk's embedding, unit length (float32): the rerank's cosines are one
+    # product here instead of a query over the pool (docs/SCALING.md: memory)
+    vectors: Vectors
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (what a process pays for the cache)."""
         m = self.bm25
         return int(sum(a.nbytes for a in (m.data, m.indices, m.indptr, self.chunk_ids, self.tf, self.lengths,
-                                          self.df, self.vectors)))
+                                          self.df))) + self.vectors.nbytes
 
     def bm25_top(self, columns: list[int], depth: int) -> list[int]:
         """The ``depth`` best chunk ids by Okapi BM25 for query tokens ``columns``
@@ -74,10 +126,9 @@ class Postings:
         ``pgrag.chunk_cosines`` gives), from the cached vectors."""
         if not chunk_ids or not embeddings:
             return {}
-        rows = np.searchsorted(self.chunk_ids, chunk_ids)
         queries = np.asarray(embeddings, dtype=np.float32)
         queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-        best = (self.vectors[rows] @ queries.T).max(axis=1)
+        best = (self.vectors.rows(np.asarray(chunk_ids)) @ queries.T).max(axis=1)
         return {int(c): float(b) for c, b in zip(chunk_ids, best)}
 
     def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
@@ -111,7 +162,7 @@ class Postings:
 
 def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,
                    lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray,
-                   vectors: np.ndarray) -> Postings:
+                   vectors: "Vectors") -> Postings:
     """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
     their document frequencies), chunks (ids ascending, with their lengths in
     tokens and embeddings) and postings (chunk id, token id, term frequency)."""
@@ -131,7 +182,7 @@ def unit_rows(vectors: list[Any] | np.ndarray, dim: int) -> np.ndarray:
 
 
 def weighted(version: int, chunk_ids: np.ndarray, counts: sp.csc_matrix, lengths: np.ndarray,
-             df: np.ndarray, vectors: np.ndarray) -> Postings:
+             df: np.ndarray, vectors: Vectors) -> Postings:
     """BM25 weights for term-frequency ``counts`` (chunks × tokens, CSC), given each
     chunk's length and each token's document frequency: every weight depends on
     the corpus's size and mean length, so an ingest reweighs them all."""
@@ -172,7 +223,8 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
         tokens = conn.execute(query("token_df"), {"corpus_id": corpus_id}).fetchall()
         chunks = conn.execute(query("chunk_lengths"), {"corpus_id": corpus_id}).fetchall()
         chunk, token, tf = _read(conn, corpus_id)
-        vectors = _vectors(conn, corpus_id, np.fromiter((c[0] for c in chunks), np.int64, len(chunks)), every=True)
+        ids = np.fromiter((c[0] for c in chunks), np.int64, len(chunks))
+        vectors = Vectors.of(ids, _vectors(conn, corpus_id, ids, every=True))
         after = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
     if after is None or int(after[0]) != graph.version:
         return None
@@ -278,7 +330,8 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
         pa, pb = change.pairs(postings, graph)
         now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
-        vectors = np.vstack([postings.vectors[change.kept_rows], _vectors(conn, corpus_id, change.fresh)])
+        vectors = postings.vectors.added(change.fresh, _vectors(conn, corpus_id, change.fresh),
+                                         postings.chunk_ids[change.kept_rows])
         again = conn.execute(query("graph_version"), params).fetchone()
     if (again is None or again[0] != version[0]
             or [t[0] for t in new_terms] != change.token_ids[int(change.kept_nodes.sum()):].tolist()):
@@ -359,9 +412,10 @@ def _advanced_graph(version: int, graph: TokenGraph, change: _Change, new_terms:
         sym = (sym + edge_matrix(ext, pa, pb, target - present, n)).tocsr()
         sym.eliminate_zeros()
     keep = np.concatenate([change.kept_nodes, np.ones(len(new_terms), dtype=bool)])
-    if sym[~keep].nnz:
-        return None
-    sym = sym[keep][:, keep].tocsr()
+    if not keep.all():   # a fancy index copies every edge: only when a token went away
+        if sym[~keep].nnz:
+            return None
+        sym = sym[keep][:, keep].tocsr()
     terms = Terms(graph.terms.by_node[change.kept_nodes]).extended([t[1] for t in new_terms])
     return from_weights(version, change.token_ids, terms, sym)
 
@@ -370,7 +424,10 @@ def _advanced_counts(postings: Postings, change: _Change, rows: list[tuple]) -> 
     """Term frequencies: the kept rows and columns of the cached ones, padded,
     plus the new chunks' postings (chunks × tokens, CSC, sorted)."""
     old = sp.csc_matrix((postings.tf, postings.bm25.indices, postings.bm25.indptr), shape=postings.bm25.shape)
-    old = old[change.kept_rows][:, change.kept_nodes].tocsc()
+    if not change.kept_rows.all():
+        old = old[change.kept_rows].tocsc()
+    if not change.kept_nodes.all():
+        old = old[:, change.kept_nodes].tocsc()
     counts = _padded(old, (len(change.chunk_ids), len(change.token_ids)))
     added = sp.csc_matrix((np.array([r[2] for r in rows], dtype=np.float64),
                            (np.searchsorted(change.chunk_ids, [r[0] for r in rows]),

@@ -119,12 +119,18 @@ def table_sizes(dsn: str) -> dict[str, Any]:
         conn.execute("VACUUM ANALYZE")
         tables = {name: {"total": total, "table": table, "indexes": indexes}
                   for name, total, table, indexes in conn.execute(SIZES)}
-        hnsw = int(conn.execute(HNSW).fetchone()[0])
-        rows = {t: conn.execute(sql.SQL("SELECT count(*) FROM pgrag.{}").format(sql.Identifier(t))).fetchone()[0]
+        hnsw = int(_one(conn, HNSW))
+        rows = {t: _one(conn, sql.SQL("SELECT count(*) FROM pgrag.{}").format(sql.Identifier(t)))
                 for t in ("document", "chunk", "token", "chunk_token", "token_edge", "chunk_entity",
                           "semantic_node")}
     total = sum(t["total"] for t in tables.values())
     return {"total_bytes": total, "hnsw_bytes": hnsw, "tables": tables, "rows": rows}
+
+
+def _one(conn: Any, statement: Any) -> Any:
+    row = conn.execute(statement).fetchone()
+    assert row is not None   # an aggregate always returns a row
+    return row[0]
 
 
 def graph_cache(db: Any, corpus_id: int) -> dict[str, Any]:
@@ -145,8 +151,8 @@ def graph_cache(db: Any, corpus_id: int) -> dict[str, Any]:
     return {"nodes": graph.nodes, "edges": graph.edges, "postings": int(index.bm25.nnz),
             "read_from_database_ms": round(read_ms, 1), "write_files_ms": round(write_ms, 1),
             "map_files_ms": round(map_ms, 1), "shared": folder is not None and mapped is not None,
-            "graph_bytes": graph_bytes, "postings_bytes": index.nbytes - int(index.vectors.nbytes),
-            "vectors_bytes": int(index.vectors.nbytes)}
+            "graph_bytes": graph_bytes, "postings_bytes": index.nbytes - index.vectors.nbytes,
+            "vectors_bytes": index.vectors.nbytes}
 
 
 def ppr_times(ctx: Any, questions: Sequence[str], gamma: int = 20) -> dict[str, Any]:
@@ -173,7 +179,7 @@ def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_
     against the steady p50, and where its graph came from."""
     change()
     ms, hits = _ms(lambda: kb.retrieve(question, method="tigrag", k=10))
-    step = next((s for s in hits.trace.steps if s["step"] == "graph"), {})
+    step: dict[str, Any] = next((s for s in hits.trace.steps if s["step"] == "graph"), {})
     return {"first_query_ms": round(ms, 1), "to_steady_p50": round(ms / steady_p50, 2) if steady_p50 else None,
             "graph_stage_ms": round(hits.trace.timings_ms.get("graph", 0.0), 1), "source": step.get("source")}
 

@@ -34,6 +34,7 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
     assert np.array_equal(g.degree, full_graph.degree) and np.array_equal(g.dangling, full_graph.dangling)
     assert np.array_equal(index.postings.chunk_ids, full.chunk_ids)
     assert abs(index.postings.bm25 - full.bm25).max() < 1e-12
+    assert np.array_equal(index.postings.vectors.rows(full.chunk_ids), full.vectors.rows(full.chunk_ids))
     every = [full_graph.terms[i] for i in range(full_graph.nodes)]
     assert [g.index[t] for t in every] == list(range(full_graph.nodes))
 
