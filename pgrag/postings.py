@@ -10,7 +10,10 @@ the pool cap come from that same vector.
 The matrix is cached per database and corpus in this process next to the token
 graph and keyed by the same graph version (every ingest or delete bumps it: the
 postings, document frequencies and chunk lengths change only then), so a query
-never pairs a graph with postings of another version.
+never pairs a graph with postings of another version. The chunks' embeddings
+travel with them, so that TIGRAG's rerank and ThreadRAG's BM25 ranking need no
+query over the pool. After a small change (``advance``) the next query applies
+it to the cached version instead of reading the whole one.
 """
 
 from __future__ import annotations
