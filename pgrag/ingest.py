@@ -103,6 +103,9 @@ def ingest(
             bar.update(len(batch))
     if todo:
         with db.transaction() as conn:
+            # Under the write lock: two ingests finishing together would otherwise
+            # both CREATE INDEX IF NOT EXISTS, and one fails on the catalog's unique key.
+            conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
             conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
     report.total_seconds = time.perf_counter() - started
     report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
