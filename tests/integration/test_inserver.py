@@ -31,7 +31,8 @@ def wiki_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
         db = pgrag.connect(uri)
         kb = db.corpus("wiki", methods=["threadrag"])
         kb.ingest(WIKI, progress=False, extract_triples="spacy")
-        db.corpus("empty")
+        db.corpus("empty", methods=["threadrag"])
+        db.corpus("no-nodes")                          # threadrag never enabled
         db.close()
         yield uri
 
@@ -171,6 +172,9 @@ def test_the_python_client_maps_the_sqlstates_back(wiki_uri):
                                          "options": "{}"})
         with pytest.raises(pgrag.CorpusNotFound):
             db.fetchall("retrieve_sql", {"corpus": "nowhere", "question": "x", "method": "bm25", "k": 5,
+                                         "options": "{}"})
+        with pytest.raises(pgrag.MethodNotBuilt, match=r"SELECT pgrag\.threadrag_index\('no-nodes'\)"):
+            db.fetchall("retrieve_sql", {"corpus": "no-nodes", "question": "x", "method": "threadrag", "k": 5,
                                          "options": "{}"})
     finally:
         db.close()
