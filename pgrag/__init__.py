@@ -21,6 +21,7 @@ from .exceptions import (
     EmbeddingMismatch,
     ExtensionMissing,
     InputError,
+    MethodNotBuilt,
     PgragError,
     QueryCanceled,
     RuntimeMissing,
@@ -35,7 +36,7 @@ from .results import Answer, Hit, Hits, Provenance, Trace
 __all__ = [
     "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
     "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
-    "EmbeddingMismatch", "ExtensionMissing", "InputError", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
+    "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
     "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 

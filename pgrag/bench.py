@@ -26,9 +26,12 @@ from .sources import load_path
 
 
 def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = None,
-                     batch_size: int | None = None, progress: bool = True) -> dict[str, Any]:
+                     batch_size: int | None = None, progress: bool = True,
+                     methods: Sequence[str] = ()) -> dict[str, Any]:
     """Ingest ``corpus_file`` into a fresh corpus and report the split of the wall
-    time: neural embedding, spaCy (sentences, NER) and everything else."""
+    time: neural embedding, spaCy (sentences, NER) and everything else. The corpus
+    maintains the families ``methods`` need (ThreadRAG's semantic nodes, whose
+    share is ``node_embedding_seconds``), else none."""
     docs = load_path(corpus_file)
     if limit:
         docs = docs[:limit]
@@ -38,7 +41,7 @@ def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = Non
         db.drop_corpus(name)
     kb = db.corpus(name)
     kb.embedder  # load the model before the clock starts
-    report = kb.ingest(docs, batch_size=batch_size, progress=progress)
+    report = kb.ingest(docs, batch_size=batch_size, progress=progress, methods=methods)
     return {
         "corpus_file": str(corpus_file),
         "corpus": name,
@@ -46,6 +49,7 @@ def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = Non
         "sentences": report.sentences,
         "chunks": report.chunks,
         "entities": report.entities,
+        "families": list(kb.families),
         "semantic_nodes": report.nodes,
         "node_embedding_seconds": round(report.node_embedding_seconds, 3),
         "total_seconds": round(report.total_seconds, 3),
@@ -82,7 +86,8 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
         raise PgragError(f"via must be one of {', '.join(VIAS)}")
     for name in method_names:
         methods.get(name)
-    kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
+    kb, corpus = prepare_corpus(db, corpus_file, progress=progress,
+                                methods=list(dict.fromkeys(["dense", *method_names])))
     questions = [q.question for q in load_questions(questions_file)[:limit]]
     timed = time_methods(db, kb, questions, method_names, k=k, warmup=warmup, via=via, progress=progress)
     return {**timed, "corpus_file": str(corpus_file), "corpus": corpus.name, "documents": corpus.documents,

@@ -213,18 +213,22 @@ def db_migrations_path() -> None:
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--triples", type=click.Choice(["spacy", "llm"]), default=None,
               help="Also extract triples and propositions (offline with spaCy, or with the LLM).")
+@click.option("--methods", "method_names", default="",
+              help="Comma-separated methods the corpus must serve beyond the default ones, e.g. "
+                   "threadrag: its semantic nodes are built from now on (older documents backfilled).")
 @llm_options
 @dsn_option
 @json_option
 def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, progress: bool,
-           triples: str | None, llm_base_url: str | None, llm_model: str | None,
+           triples: str | None, method_names: str, llm_base_url: str | None, llm_model: str | None,
            dsn: str | None, as_json: bool) -> None:
     """Ingest a JSON array, a JSONL file or a folder of .txt/.md files.
 
     Each JSON document is {"id", "title", "text", "metadata"}; without an id the
-    title is the id. Example:
+    title is the id. ThreadRAG's semantic nodes are built only for a corpus that
+    asked for them (--methods threadrag, or `pgrag threadrag-index`). Example:
 
-        pgrag ingest ../shared/bench/2wiki/corpus.json --corpus 2wiki
+        pgrag ingest ../shared/bench/2wiki/corpus.json --corpus 2wiki --methods threadrag
     """
     from .sources import load_path
 
@@ -232,16 +236,31 @@ def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, p
     database = _connect(dsn)
     kb = database.corpus(corpus, embedding_model=model)
     llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
-    report = kb.ingest(docs, batch_size=batch_size, progress=progress, extract_triples=triples or False, llm=llm)
+    report = kb.ingest(docs, batch_size=batch_size, progress=progress, extract_triples=triples or False, llm=llm,
+                       methods=_ingest_methods(method_names))
     data: dict[str, Any] = dataclasses.asdict(report)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(
         f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
-        f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s")
+        f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s"
+        + (f"; {report.nodes} semantic nodes ({report.node_embedding_seconds:.1f}s embedding)"
+           if "threadrag" in kb.families else ""))
+    if report.backfill is not None:
+        click.echo(_nodes_line(data["backfill"]))
     if triples:
         click.echo(_extraction_line(data["triples"]))
+
+
+def _ingest_methods(names: str) -> list[str]:
+    """``ingest --methods``: may be empty (the default methods need no family)."""
+    return _method_list(None, None, names) if names.strip() else []
+
+
+def _nodes_line(r: dict[str, Any]) -> str:
+    return (f"semantic nodes: {r['nodes']} for {r['documents']} documents in {r['total_seconds']:.1f}s "
+            f"({r['sentences_embedded']} sentences and {r['nodes_embedded']} nodes embedded)")
 
 
 def _extraction_line(r: dict[str, Any]) -> str:
@@ -470,7 +489,7 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> tuple[i
     return ks
 
 
-def _method_list(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+def _method_list(ctx: click.Context | None, param: click.Parameter | None, value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in method_registry.names()]
     if unknown or not names:
@@ -551,7 +570,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
             llm = database.corpus(name).llm(settings)
         if extract is None and method_registry.needs_triples(method_names):
             extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
-        kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract,
+        kb, corpus = evaluate.prepare_corpus(database, corpus_file, extract=extract, methods=method_names,
                                              llm=None if oracle else llm, progress=progress)
         report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=llm,
                                    progress=progress, traces=oracle, reader="oracle" if oracle else None)
@@ -595,12 +614,16 @@ def bench() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N documents.")
 @click.option("--batch-size", type=int, default=None, help="Documents per transaction.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the figures as JSON here.")
+@click.option("--methods", "method_names", default="",
+              help="Methods the corpus must serve, as for `pgrag ingest` (threadrag: time its semantic nodes too).")
 @dsn_option
-def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, out: Path | None, dsn: str | None) -> None:
+def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, out: Path | None,
+                 method_names: str, dsn: str | None) -> None:
     """Time a full ingest and split it: embedding, spaCy, everything else."""
     from .bench import ingest_benchmark
 
-    result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size)
+    result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size,
+                              methods=_ingest_methods(method_names))
     _echo_json(result, out)
 
 
@@ -748,20 +771,30 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
               help="Documents per transaction.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option("--disable", is_flag=True, help="Stop maintaining the nodes at ingest instead (threadrag then refuses).")
+@click.option("--drop", is_flag=True, help="With --disable: also delete the corpus's semantic nodes.")
 @dsn_option
 @json_option
-def threadrag_index(corpus: str, batch_size: int, progress: bool, dsn: str | None, as_json: bool) -> None:
-    """Build ThreadRAG semantic nodes for documents that have none (resumable).
+def threadrag_index(corpus: str, batch_size: int, progress: bool, disable: bool, drop: bool,
+                    dsn: str | None, as_json: bool) -> None:
+    """Enable ThreadRAG for a corpus and build its semantic nodes (resumable).
 
-    Ingest builds them for new documents; this backfills corpora ingested before.
+    From then on every ingest (and the follow worker, and SQL's pgrag.index)
+    maintains them; this backfills the documents that have none. Re-run it to
+    finish an interrupted backfill; --disable [--drop] undoes it.
 
         pgrag threadrag-index --corpus 2wiki
     """
+    if drop and not disable:
+        raise click.UsageError("--drop goes with --disable")
     kb = _connect(dsn).corpus(corpus, create=False)
+    if disable:
+        dropped = kb.disable("threadrag", drop=drop)
+        click.echo(json.dumps({"corpus": corpus, "families": list(kb.families), "nodes_dropped": dropped})
+                   if as_json else f"{corpus}: ThreadRAG nodes no longer maintained; {dropped} dropped")
+        return
     data = dataclasses.asdict(kb.build_semantic_nodes(batch_size=batch_size, progress=progress))
-    click.echo(json.dumps(data, indent=2) if as_json else
-               f"semantic nodes: {data['nodes']} for {data['documents']} documents in {data['total_seconds']:.1f}s "
-               f"({data['sentences_embedded']} sentences and {data['nodes_embedded']} nodes embedded)")
+    click.echo(json.dumps(data, indent=2) if as_json else _nodes_line(data))
 
 
 @bench.command("load")

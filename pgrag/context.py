@@ -50,7 +50,8 @@ class QueryRunner(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class CorpusInfo:
-    """A corpus's row in ``pgrag.corpus``: its id, name, model and chunking."""
+    """A corpus's row in ``pgrag.corpus``: its id, name, model, chunking and the
+    method families it maintains at ingest (``pgrag.families``)."""
 
     corpus_id: int
     name: str
@@ -59,12 +60,17 @@ class CorpusInfo:
     chunk_sentences: int
     chunk_overlap: int
     edge_window: int
+    families: tuple[str, ...] = ()
+
+    def maintains(self, family: str) -> bool:
+        return family in self.families
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> "CorpusInfo":
         """From a ``corpus_by_name`` row."""
         return cls(corpus_id=row[0], name=row[1], embedding_model=row[2], embedding_dim=row[3],
-                   chunk_sentences=row[4], chunk_overlap=row[5], edge_window=row[6])
+                   chunk_sentences=row[4], chunk_overlap=row[5], edge_window=row[6],
+                   families=tuple(row[7] or ()))
 
 
 def lookup_corpus(db: QueryRunner, name: str) -> CorpusInfo | None:

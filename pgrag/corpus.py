@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import families as fam
 from . import methods
 from .config import ChunkingSettings, Settings
 from .context import Context, CorpusInfo, lookup_corpus
@@ -44,6 +46,12 @@ class Corpus:
         return self.info.corpus_id
 
     @property
+    def families(self) -> tuple[str, ...]:
+        """The method families this corpus maintains at ingest (``pgrag.families``):
+        ``("threadrag",)`` once ThreadRAG's semantic nodes are enabled."""
+        return self.info.families
+
+    @property
     def embedder(self) -> Embedder:
         """The corpus's embedding model (the one it was created with)."""
         return corpus_embedder(self.info)
@@ -69,15 +77,25 @@ class Corpus:
 
     def ingest(self, documents: Iterable[Mapping[str, Any] | DocumentIn], *,
                batch_size: int | None = None, progress: bool = True,
-               extract_triples: bool | str = False, llm: "LLM | None" = None) -> IngestReport:
+               extract_triples: bool | str = False, llm: "LLM | None" = None,
+               methods: Sequence[str] = ()) -> IngestReport:
         """Add or replace documents (dicts with ``id``, ``title``, ``text``, ``metadata``).
 
         Everything is validated first (``InputError``, nothing written); a document
         whose content hash is already indexed is skipped; changed content replaces
         the old version completely. ``extract_triples`` (``"spacy"``, ``"llm"``, or
         ``True`` for the LLM when one is configured, else spaCy) then extracts
-        triples and propositions for the new chunks; the result is ``report.triples``."""
-        report = self._ingest(validate(documents), batch_size, progress)
+        triples and propositions for the new chunks; the result is ``report.triples``.
+        ``methods`` (e.g. ``["threadrag"]``) enables the families those methods need
+        before ingesting, and backfills the corpus's older documents after
+        (``report.backfill``)."""
+        docs = validate(documents)
+        needed = fam.for_methods(methods)
+        for family in needed:     # the flag first: this ingest then builds the family's rows
+            self._set_families(fam.enable(self.db, self.id, family))
+        report = self._ingest(docs, batch_size, progress)
+        if needed:                # older documents (or an interrupted backfill): resumable
+            report.backfill = self.build_semantic_nodes(progress=progress)
         if extract_triples:
             extractor = extract_triples if isinstance(extract_triples, str) else (
                 "llm" if llm is not None or self._llm_configured() else "spacy")
@@ -129,11 +147,30 @@ class Corpus:
         return extract_triples(self.context(False), extractor, llm=llm, batch_size=batch_size, progress=progress)
 
     def build_semantic_nodes(self, *, batch_size: int = 256, progress: bool = True) -> "NodeReport":
-        """ThreadRAG semantic nodes (and narrative edges) for every indexed document
-        that has none, e.g. in a corpus ingested before they existed. Resumable."""
+        """Enable the ``threadrag`` family (later ingests maintain it) and build the
+        ThreadRAG semantic nodes (and narrative edges) of every indexed document that
+        has none. Resumable: a re-run continues where an interrupted one stopped."""
         from .semantic import build_semantic_nodes
 
-        return build_semantic_nodes(self.context(False), batch_size=batch_size, progress=progress)
+        report = build_semantic_nodes(self.context(False), batch_size=batch_size, progress=progress)
+        self._set_families(fam.current(self.db, self.id))
+        return report
+
+    def enable(self, family: str, *, batch_size: int = 256, progress: bool = True) -> "NodeReport":
+        """Maintain ``family`` from now on and backfill it (``"threadrag"``: its
+        semantic nodes, as ``build_semantic_nodes``). Resumable."""
+        fam.check(family)
+        return self.build_semantic_nodes(batch_size=batch_size, progress=progress)
+
+    def disable(self, family: str, *, drop: bool = False) -> int:
+        """Stop maintaining ``family`` at ingest; with ``drop`` also delete its rows.
+        Methods that need it then refuse to run. Returns the rows dropped."""
+        dropped = fam.disable(self.db, self.id, family, drop=drop)
+        self._set_families(fam.current(self.db, self.id))
+        return dropped
+
+    def _set_families(self, families: tuple[str, ...]) -> None:
+        self.info = dataclasses.replace(self.info, families=families)
 
     def propositions(self, queries: str | Sequence[str], *, unique_chunks: int = 5) -> list[Proposition]:
         """Propositions most similar to the query (or to any of several queries, one

@@ -4,7 +4,7 @@ migrations and translates driver errors. Everything else takes a ``Database``.""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -130,13 +130,20 @@ class Database:
     # -- corpora -----------------------------------------------------------
 
     def corpus(self, name: str, *, create: bool = True, embedding_model: str | None = None,
-               chunking: "ChunkingSettings | None" = None) -> "Corpus":
+               chunking: "ChunkingSettings | None" = None, methods: Sequence[str] = ()) -> "Corpus":
         """The corpus ``name``, created on first use (``create=False`` raises
-        ``CorpusNotFound`` instead). ``embedding_model`` applies at creation."""
+        ``CorpusNotFound`` instead). ``embedding_model`` applies at creation.
+        ``methods`` (e.g. ``["threadrag"]``): enable, and backfill, the method
+        families they need that the corpus does not maintain yet (``pgrag.families``)."""
         from .corpus import open_corpus
+        from .families import for_methods
 
-        return open_corpus(self, name, self.settings, create=create,
-                           embedding_model=embedding_model, chunking=chunking)
+        kb = open_corpus(self, name, self.settings, create=create,
+                         embedding_model=embedding_model, chunking=chunking)
+        for family in for_methods(methods):
+            if family not in kb.families:
+                kb.enable(family, progress=False)
+        return kb
 
     def corpora(self) -> list[dict[str, Any]]:
         """Every corpus with its model and size."""

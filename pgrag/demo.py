@@ -47,9 +47,10 @@ def run(db: Database, *, k: int = 3, llm: "LLMSettings | None" = None,
     answers come lazily, so a caller can show each as soon as it exists."""
     kb = db.corpus(SAMPLE_CORPUS)
     names = methods.names(variants=False)
-    report = kb.ingest(sample_documents(), progress=progress,
+    # methods=names: every family they need (ThreadRAG's nodes) is built by this
+    # ingest, or backfilled for a sample ingested without it.
+    report = kb.ingest(sample_documents(), progress=progress, methods=names,
                        extract_triples="spacy" if methods.needs_triples(names) else False)
-    kb.build_semantic_nodes(progress=progress)   # ThreadRAG, for a sample ingested before nodes existed
     client = kb.llm(llm) if llm is not None and llm.configured else None
 
     def answers() -> Iterator[DemoAnswer]:

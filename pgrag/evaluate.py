@@ -168,20 +168,20 @@ def corpus_name_for(corpus_file: Path) -> str:
 
 
 def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = None, llm: "LLM | None" = None,
-                   progress: bool = True) -> tuple["Corpus", EvalCorpus]:
+                   progress: bool = True, methods: Sequence[str] = ()) -> tuple["Corpus", EvalCorpus]:
     """Ingest ``corpus_file`` into its content-named corpus, or reuse it; with
-    ``extract`` ("spacy" or "llm"), also extract triples and propositions.
+    ``extract`` ("spacy" or "llm"), also extract triples and propositions; the
+    method families ``methods`` need (ThreadRAG's nodes) are enabled and built.
 
     Re-ingesting is cheap when nothing changed (documents are skipped by content
     hash before any model runs); an interrupted first run is completed, and so is
     an interrupted extraction."""
     docs = load_path(corpus_file)
     kb = db.corpus(corpus_name_for(corpus_file))
-    report = kb.ingest(docs, progress=progress)
+    report = kb.ingest(docs, progress=progress, methods=methods)
     built = report.added + report.replaced
     if built:
         _add_seconds(db, kb.id, "index_seconds", report.total_seconds)
-    kb.build_semantic_nodes(progress=progress)   # ThreadRAG's nodes, for corpora ingested before them
     if extract:
         extraction = kb.extract_triples(extract, llm=llm, progress=progress)
         if extraction.chunks:

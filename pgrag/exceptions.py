@@ -65,6 +65,12 @@ class UnknownMethod(PgragError):
     sqlstate = "PR004"
 
 
+class MethodNotBuilt(PgragError):
+    """The corpus does not maintain the data this method needs; the message names the command that builds it."""
+
+    sqlstate = "PR007"
+
+
 class RuntimeMissing(PgragError):
     """This PostgreSQL server has no PL/Python (plpython3u): call pgrag from Python with pgrag.connect(dsn)."""
 
@@ -80,7 +86,7 @@ class AnswerFailed(PgragError):
 def by_sqlstate(state: str | None) -> type[PgragError] | None:
     """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
     for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
-                AnswerFailed, AttachError):
+                AnswerFailed, AttachError, MethodNotBuilt):
         if cls.sqlstate == state:
             return cls
     return None

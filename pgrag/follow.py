@@ -257,7 +257,7 @@ def process_batch(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
             report.unchanged = len(same)
         to_write = [p for p in prepared if p.doc.external_id not in stale]
         if to_write:
-            write_prepared(tx, corpus, to_write, ingest_report)
+            write_prepared(tx, corpus, to_write, ingest_report, embedder=embedder)
             tx.execute(query("ensure_chunk_index"), {"corpus_id": cid})
             report.indexed = ingest_report.added + ingest_report.replaced
 

@@ -8,6 +8,9 @@ All input is validated before anything is written. Documents are then written in
 batches, each batch one transaction under the corpus's write lock: a document is
 either fully indexed or as it was before, and re-running an interrupted ingest
 finishes the job (unchanged documents are skipped by content hash).
+
+ThreadRAG's semantic nodes are built only for a corpus that maintains the
+``threadrag`` family (``pgrag.families``): they roughly double the embedding time.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from . import bulk, nlp
 from .context import CorpusInfo
 from .db import Database
 from .embed import Embedder
+from .families import locked_families
 from .queries import query
 from .semantic import DocumentText, NodeRow, copy_nodes, plan_nodes
 from .sources import DocumentIn
@@ -43,13 +47,14 @@ class IngestReport:
     sentences: int = 0
     chunks: int = 0
     entities: int = 0
-    nodes: int = 0                    # ThreadRAG semantic nodes
+    nodes: int = 0                    # ThreadRAG semantic nodes (0 unless the corpus maintains them)
     total_seconds: float = 0.0
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0
     other_seconds: float = 0.0
     node_embedding_seconds: float = 0.0   # part of embedding_seconds: sentences and nodes
     triples: Any = None  # an extract.ExtractionReport when triples were extracted
+    backfill: Any = None  # a semantic.NodeReport when ``methods`` enabled a family for older documents
 
 @dataclass(slots=True)
 class _ChunkRow:
@@ -68,7 +73,7 @@ class _Prepared:
     chunks: list[_ChunkRow]
     entities: list[nlp.Entity]
     embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    nodes: list[NodeRow] = field(default_factory=list)
+    nodes: list[NodeRow] | None = None        # None: not planned (the corpus did not maintain them)
     node_embeddings: list[np.ndarray] = field(default_factory=list)
 
 
@@ -94,10 +99,13 @@ def ingest(
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
             prepared = _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
-            _write(db, corpus, prepared, report)
+            _write(db, corpus, prepared, report, embedder)
             bar.update(len(batch))
     if todo:
         with db.transaction() as conn:
+            # Under the write lock: two ingests finishing together would otherwise
+            # both CREATE INDEX IF NOT EXISTS, and one fails on the catalog's unique key.
+            conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
             conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
     report.total_seconds = time.perf_counter() - started
     report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
@@ -163,7 +171,8 @@ def _prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder
     for pr in prepared:
         pr.embeddings = vectors[offset : offset + len(pr.chunks)]
         offset += len(pr.chunks)
-    _plan_nodes(prepared, embedder, report)
+    if corpus.maintains("threadrag"):
+        _plan_nodes(prepared, embedder, report)
     report.nlp_seconds += t1 - t0
     report.embedding_seconds += t3 - t2
     return prepared
@@ -172,6 +181,8 @@ def _prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder
 def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestReport) -> None:
     """ThreadRAG semantic nodes of each document (pgrag.semantic), from the
     sentences just found and the chunk vectors just computed."""
+    if not prepared:
+        return
     docs = [DocumentText(title=p.doc.title, body=p.doc.body, sentences=p.sentences,
                          chunks={(c.start, c.end): v for c, v in zip(p.chunks, p.embeddings)})
             for p in prepared]
@@ -187,23 +198,28 @@ def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestRep
 
 def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
             spacy_model: str, batch_size: int, report: IngestReport) -> list[_Prepared]:
-    """Sentences, chunks, entities, embeddings and semantic nodes of validated
-    documents (models only, no database): what ``write_prepared`` stores."""
+    """Sentences, chunks, entities, embeddings and (when the corpus maintains them)
+    semantic nodes of validated documents (models only, no database): what
+    ``write_prepared`` stores."""
     return _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
 
 
-def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport) -> None:
+def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport,
+           embedder: Embedder) -> None:
     with db.transaction() as conn:
-        write_prepared(conn, corpus, prepared, report)
+        write_prepared(conn, corpus, prepared, report, embedder=embedder)
 
 
 def write_prepared(conn: Any, corpus: CorpusInfo, prepared: list[_Prepared],
-                   report: IngestReport) -> None:
+                   report: IngestReport, *, embedder: Embedder) -> None:
     """Store prepared documents in the caller's transaction, under the corpus
     write lock: new ones are added, changed ones replace their old version,
-    ones already indexed at this content are skipped."""
+    ones already indexed at this content are skipped. Semantic nodes are written
+    when the corpus maintains them as of the lock (``embedder`` plans the ones a
+    preparation before an enable skipped)."""
     cid = corpus.corpus_id
     conn.execute(query("corpus_write_lock"), {"corpus_id": cid})
+    with_nodes = "threadrag" in locked_families(conn, cid)
     states = {
         ext: (doc_id, content, indexed)
         for ext, doc_id, content, indexed in conn.execute(query("document_states_for_update"), {
@@ -247,13 +263,22 @@ def write_prepared(conn: Any, corpus: CorpusInfo, prepared: list[_Prepared],
             "metadata": [Jsonb(p.doc.metadata) for p in new],
         }).fetchall())
     chunk_ids = _copy_rows(conn, cid, work, ids, report)
-    report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes for p in work],
-                               [v for p in work for v in p.node_embeddings])
+    if with_nodes:
+        _write_nodes(conn, cid, work, ids, embedder, report)
     conn.execute(query("index_chunks"), {"corpus_id": cid, "chunk_ids": chunk_ids})
     conn.execute(query("mark_indexed"), {
         "corpus_id": cid, "document_ids": [ids[p.doc.external_id] for p in work]})
     report.added += len(new)
     report.replaced += len(work) - len(new)
+
+
+def _write_nodes(conn: Any, cid: int, work: list[_Prepared], ids: dict[str, int],
+                 embedder: Embedder, report: IngestReport) -> None:
+    # Prepared from a CorpusInfo read before the family was enabled: plan now,
+    # under the lock, so no document written after an enable lacks its nodes.
+    _plan_nodes([p for p in work if p.nodes is None], embedder, report)
+    report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes or [] for p in work],
+                               [v for p in work for v in p.node_embeddings])
 
 
 def _copy_rows(conn: Any, cid: int, work: list[_Prepared],

@@ -38,7 +38,8 @@ class Base(DeclarativeBase):
 
 class Corpus(Base):
     __tablename__ = "corpus"
-    __table_args__ = (CheckConstraint("chunk_overlap < chunk_sentences"),)
+    __table_args__ = (CheckConstraint("chunk_overlap < chunk_sentences"),
+                      CheckConstraint("families <@ ARRAY['threadrag']::text[]", name="corpus_families_known"))
 
     corpus_id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(Text, unique=True)
@@ -48,6 +49,8 @@ class Corpus(Base):
     chunk_overlap: Mapped[int] = mapped_column(Integer, server_default=sa_text("2"))
     edge_window: Mapped[int] = mapped_column(Integer, server_default=sa_text("4"))
     settings: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+    # Method families maintained at ingest (pgrag.families): 'threadrag' = semantic nodes.
+    families: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

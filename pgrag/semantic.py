@@ -128,24 +128,35 @@ def copy_nodes(conn: Any, corpus_id: int, document_ids: Sequence[int],
 
 def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: bool = True,
                          settings: SegmentSettings = DEFAULT) -> NodeReport:
-    """Build the nodes of every indexed document that has none (corpora ingested
-    before semantic nodes existed). Resumable: each batch commits on its own, and
-    a re-run continues with the documents still missing."""
+    """Make the corpus maintain the ``threadrag`` family (later ingests build the
+    nodes of what they write), then build the nodes of every indexed document that
+    has none. Resumable: each batch commits on its own, and a re-run continues
+    with the documents still missing."""
+    from .families import enable
+
     started = time.perf_counter()
     report = NodeReport(corpus=corpus.name)
+    # Enabled (and committed) before the documents are listed: a document written
+    # after the list was read is an ingest that saw the family and built its nodes.
+    enable(corpus.db, corpus.id, "threadrag")
     todo = [r[0] for r in corpus.db.fetchall("documents_without_nodes", {"corpus_id": corpus.id})]
     with tqdm(total=len(todo), unit="doc", desc=f"semantic nodes {corpus.name}",
               disable=not progress or not todo) as bar:
         for i in range(0, len(todo), batch_size):
             batch = todo[i: i + batch_size]
-            _backfill_batch(corpus, batch, settings, report)
+            if not _backfill_batch(corpus, batch, settings, report):
+                break   # disabled meanwhile: stop adding nodes nobody maintains
             bar.update(len(batch))
     report.total_seconds = time.perf_counter() - started
     return report
 
 
 def _backfill_batch(corpus: "Context", document_ids: list[int], settings: SegmentSettings,
-                    report: NodeReport) -> None:
+                    report: NodeReport) -> bool:
+    """Nodes of one batch of documents, committed; False (nothing written) when the
+    corpus no longer maintains the family."""
+    from .families import locked_families
+
     params = {"corpus_id": corpus.id, "document_ids": document_ids}
     rows = corpus.db.fetchall("segmentation_input", params)
     chunk_vectors: dict[int, dict[tuple[int, int], np.ndarray]] = {}
@@ -160,6 +171,8 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
     report.nodes_embedded += int(stats["nodes_embedded"])
     with corpus.db.transaction() as conn:
         conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.id})
+        if "threadrag" not in locked_families(conn, corpus.id):
+            return False
         # A document replaced or deleted (or backfilled) meanwhile is skipped:
         # its current version gets its nodes from ingest.
         ready = {r[0] for r in conn.execute(query("documents_ready_for_nodes"), {
@@ -174,3 +187,4 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
                 keep_vectors.extend(vecs)
         report.nodes += copy_nodes(conn, corpus.id, keep_ids, keep_nodes, keep_vectors)
         report.documents += len(keep_ids)
+    return True

@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     db = pgrag.connect()
-    kb, _ = prepare_corpus(db, DATA, extract="spacy", progress=False)
+    kb, _ = prepare_corpus(db, DATA, extract="spacy", progress=False, methods=["threadrag"])
     out: dict[str, dict[str, float]] = {}
     with FakeLLM(every_method_script) as server, psycopg.connect(db.dsn, autocommit=True) as conn:
         conn.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', "

@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     db = pgrag.connect(args.dsn)
-    kb, _ = prepare_corpus(db, args.corpus_file, progress=False)
+    kb, _ = prepare_corpus(db, args.corpus_file, progress=False, methods=["threadrag"])
     out: dict[str, object] = {"corpus": kb.name}
     with psycopg.connect(db.dsn, autocommit=True) as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]

@@ -127,10 +127,11 @@ AS $$
          AS s(setting text, value text, source text)
 $$;
 
--- ThreadRAG's semantic nodes for the documents that have none (a corpus ingested
--- before they existed), as `pgrag threadrag-index` does. One statement, so a
--- failure leaves nothing half done; a second call does only what is left.
--- Returns the report (documents, nodes, seconds...).
+-- Enable ThreadRAG for a corpus (every later ingest, pgrag.index() included,
+-- maintains its semantic nodes) and build the nodes of the documents that have
+-- none, as `pgrag threadrag-index` does. One statement, so a failure leaves
+-- nothing half done; a second call does only what is left. Returns the report
+-- (documents, nodes, seconds...).
 CREATE OR REPLACE FUNCTION pgrag.threadrag_index(corpus text) RETURNS jsonb
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT

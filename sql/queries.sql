@@ -14,8 +14,22 @@ SELECT pg_advisory_xact_lock(%(key)s);
 
 -- name: corpus_by_name
 -- A corpus's row.
-SELECT corpus_id, name, embedding_model, embedding_dim, chunk_sentences, chunk_overlap, edge_window
+SELECT corpus_id, name, embedding_model, embedding_dim, chunk_sentences, chunk_overlap, edge_window, families
 FROM pgrag.corpus WHERE name = %(name)s;
+
+-- name: corpus_families
+-- The method families a corpus maintains at ingest (read under its write lock by writers).
+SELECT families FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
+
+-- name: add_corpus_family
+-- Start maintaining a method family (a no-op when it already is).
+UPDATE pgrag.corpus
+SET families = CASE WHEN %(family)s::text = ANY (families) THEN families ELSE families || %(family)s::text END
+WHERE corpus_id = %(corpus_id)s;
+
+-- name: remove_corpus_family
+-- Stop maintaining a method family (its rows stay unless dropped as well).
+UPDATE pgrag.corpus SET families = array_remove(families, %(family)s::text) WHERE corpus_id = %(corpus_id)s;
 
 -- name: corpus_settings
 -- A corpus's free-form settings (what was built, when, how long it took).
@@ -308,6 +322,11 @@ JOIN pgrag.semantic_node b ON b.corpus_id = a.corpus_id AND b.document_id = a.do
      AND b.ordinal = a.ordinal + 1
 WHERE a.corpus_id = %(corpus_id)s AND a.document_id = ANY (%(document_ids)s::bigint[])
 ON CONFLICT DO NOTHING;
+
+-- name: drop_semantic_nodes
+-- Delete every semantic node of a corpus (their edges cascade); returns how many.
+WITH gone AS (DELETE FROM pgrag.semantic_node WHERE corpus_id = %(corpus_id)s RETURNING 1)
+SELECT count(*) FROM gone;
 
 -- name: documents_without_nodes
 -- Indexed documents with sentences but no semantic nodes yet (what a backfill must do).

@@ -38,6 +38,7 @@ class MethodSpec:
     needs_triples: bool = False     # retrieves triples/propositions (the corpus must have them)
     takes_llm: bool = False         # uses ``ctx.llm`` when there is one
     answers: bool = False           # returns an answer (``Hits.answer``), not only hits
+    family: str | None = None       # stored data it needs that a corpus keeps only when asked (pgrag.families)
 
     def options(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.settings)] if self.settings is not None else []
@@ -125,4 +126,8 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
         raise InputError("k must be an integer of at least 1")
     spec = get(name)
     settings = spec.configure(options or {})
+    if spec.family is not None:
+        from ..families import require
+
+        require(ctx, spec.family)
     return spec.run(ctx, question, k, settings)

@@ -615,4 +615,5 @@ def _hits(ctx: "Context", state: _State, found: Pathfinding, k: int, settings: T
     return hits
 
 
-SPEC = MethodSpec(name="threadrag", run=run, settings=ThreadragSettings(), takes_llm=True, answers=True)
+SPEC = MethodSpec(name="threadrag", run=run, settings=ThreadragSettings(), takes_llm=True, answers=True,
+                  family="threadrag")

@@ -70,7 +70,7 @@ def citus_uri(citus_cluster: LocalCitusCluster) -> str:
 
 
 def _load(db: "pgrag.Database") -> None:  # noqa: F821
-    kb = db.corpus("wiki")
+    kb = db.corpus("wiki", methods=["threadrag"])
     kb.ingest([dict(d) for d in WIKI], progress=False)
     kb.extract_triples("spacy", progress=False)
     for name, docs in CORPORA.items():

@@ -57,7 +57,7 @@ def every_method_script(request: dict[str, Any]) -> str:
 def uri(pg_uri: str, template_uri: str) -> Iterator[str]:
     with scratch_database(pg_uri, "pgrag_answer_", TEMPLATE) as u:
         db = pgrag.connect(u)
-        db.corpus("wiki").ingest(WIKI, progress=False, extract_triples="spacy")
+        db.corpus("wiki", methods=["threadrag"]).ingest(WIKI, progress=False, extract_triples="spacy")
         db.close()
         yield u
 

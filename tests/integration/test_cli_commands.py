@@ -56,8 +56,9 @@ def test_ingest_with_llm_triples(database_uri, docs_file):
 
 
 def test_query_with_an_answering_method_prints_the_answer(database_uri, docs_file):
-    assert run("ingest", str(docs_file), "--corpus", "ans", "--triples", "spacy", "--no-progress",
-               "--dsn", database_uri).exit_code == 0
+    ingested = run("ingest", str(docs_file), "--corpus", "ans", "--triples", "spacy", "--methods", "threadrag",
+                   "--no-progress", "--dsn", database_uri)
+    assert ingested.exit_code == 0 and re.search(r"; [1-9]\d* semantic nodes \(", ingested.output), ingested.output
     reply = json.dumps({"triples": [["Lothair II", "mother", "?mother"]], "values": {"?mother": "Ermengarde"},
                         "entities": ["Lothair II"], "sufficient": True, "thought": "enough", "core": [1],
                         "next_query": None})
@@ -75,24 +76,32 @@ def test_query_with_an_answering_method_prints_the_answer(database_uri, docs_fil
     assert "provenance: document" in text.output
 
 
-def test_threadrag_index_backfills_semantic_nodes(db, database_uri, wiki_docs):
+def test_threadrag_index_enables_and_backfills_semantic_nodes(db, database_uri, wiki_docs):
+    def nodes(corpus_id):
+        with db.transaction() as conn:
+            return conn.execute("SELECT d.external_id, n.ordinal, n.char_start, n.char_end, n.text "
+                                "FROM pgrag.semantic_node n JOIN pgrag.document d USING (corpus_id, document_id) "
+                                "WHERE n.corpus_id = %s ORDER BY 1, 2", (corpus_id,)).fetchall()
+
     kb = db.corpus("nodes")
-    kb.ingest(wiki_docs, progress=False)
-    with db.transaction() as conn:
-        before = conn.execute("SELECT document_id, ordinal, char_start, char_end, text FROM pgrag.semantic_node "
-                              "WHERE corpus_id = %s ORDER BY 1, 2", (kb.id,)).fetchall()
-        conn.execute("DELETE FROM pgrag.semantic_edge WHERE corpus_id = %s", (kb.id,))
-        conn.execute("DELETE FROM pgrag.semantic_node WHERE corpus_id = %s", (kb.id,))
+    kb.ingest(wiki_docs, progress=False)                  # no --methods: no nodes
+    question = ["query", "Who was the mother of Lothair II?", "--corpus", "nodes", "--method", "threadrag",
+                "--dsn", database_uri]
+    refused = run(*question)
+    assert refused.exit_code == 1 and "run `pgrag threadrag-index --corpus nodes`" in refused.output
     result = run("threadrag-index", "--corpus", "nodes", "--no-progress", "--dsn", database_uri, "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["documents"] == 5 and data["nodes"] == len(before) > 5
-    with db.transaction() as conn:
-        after = conn.execute("SELECT document_id, ordinal, char_start, char_end, text FROM pgrag.semantic_node "
-                             "WHERE corpus_id = %s ORDER BY 1, 2", (kb.id,)).fetchall()
-    assert after == before
+    built = db.corpus("nodes-built", methods=["threadrag"])
+    built.ingest(wiki_docs, progress=False)
+    assert data["documents"] == 5 and data["nodes"] == len(nodes(kb.id)) > 5
+    assert nodes(kb.id) == nodes(built.id)
     again = run("threadrag-index", "--corpus", "nodes", "--no-progress", "--dsn", database_uri)
     assert "semantic nodes: 0 for 0 documents" in again.output
+    assert run(*question).exit_code == 0
+    off = run("threadrag-index", "--corpus", "nodes", "--disable", "--drop", "--dsn", database_uri, "--json")
+    assert json.loads(off.output) == {"corpus": "nodes", "families": [], "nodes_dropped": data["nodes"]}
+    assert nodes(kb.id) == [] and run(*question).exit_code == 1
 
 
 def test_bench_ingest_and_bench_graph_on_a_small_corpus(database_uri, docs_file, questions_file, tmp_path):
@@ -105,6 +114,12 @@ def test_bench_ingest_and_bench_graph_on_a_small_corpus(database_uri, docs_file,
     assert corpus["name"] == data["corpus"] and (data["documents"], data["chunks"]) == (5, corpus["chunks"])
     assert data["total_seconds"] == pytest.approx(
         data["embedding_seconds"] + data["nlp_seconds"] + data["other_seconds"], abs=0.01)
+    assert (data["families"], data["semantic_nodes"], data["node_embedding_seconds"]) == ([], 0, 0.0)
+    result = run("bench", "ingest", "--corpus-file", str(docs_file), "--methods", "threadrag", "--out", str(out),
+                 "--dsn", database_uri)
+    with_nodes = json.loads(out.read_text())
+    assert with_nodes["families"] == ["threadrag"] and with_nodes["semantic_nodes"] > 5
+    assert 0 < with_nodes["node_embedding_seconds"] < with_nodes["embedding_seconds"]
     graph_out = tmp_path / "graph.json"
     result = run("bench", "graph", "--corpus-file", str(docs_file), "--questions", str(questions_file),
                  "--limit", "2", "--out", str(graph_out), "--dsn", database_uri)

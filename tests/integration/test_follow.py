@@ -73,9 +73,10 @@ def queue(db: pgrag.Database) -> list[tuple]:
                             "FROM pgrag.follow_queue ORDER BY item_id").fetchall()
 
 
-def assert_equals_rebuild(db: pgrag.Database, kb: pgrag.Corpus, docs: list[dict], *, triples: bool = False) -> None:
+def assert_equals_rebuild(db: pgrag.Database, kb: pgrag.Corpus, docs: list[dict], *, triples: bool = False,
+                          methods: tuple[str, ...] = ()) -> None:
     fresh_name = f"{kb.name}-fresh-{uuid.uuid4().hex[:6]}"
-    fresh = db.corpus(fresh_name)
+    fresh = db.corpus(fresh_name, methods=methods)
     if docs:
         fresh.ingest(docs, progress=False, extract_triples="spacy" if triples else False)
     assert metadata(db, kb.id) == metadata(db, fresh.id)
@@ -532,6 +533,24 @@ def test_the_commands_attach_process_report_requeue_and_detach(db, app, database
     assert "1 item(s) re-queued" in run("requeue", "wiki").output
     assert run("detach", "wiki", "--drop-corpus").exit_code == 0
     assert db.corpora() == [] and "no attached corpora" in run("status").output
+
+
+def test_a_followed_corpus_with_threadrag_maintains_its_nodes_in_both_workers(db, app):
+    """Enabled on an attached corpus: the Python worker and pgrag.index() in the
+    server build the nodes of what they index, equal to a fresh build."""
+    put(app, "articles", 1, 0)
+    put(app, "articles", 2, 0)
+    attach(db)
+    kb = db.corpus("wiki", create=False)
+    kb.enable("threadrag", progress=False)
+    kb.sync()
+    app.execute("UPDATE app.articles SET body = %s WHERE id = 1", (text(1, 1),))
+    put(app, "articles", 3, 1)
+    assert app.execute("SELECT pgrag.index('wiki')").fetchone()[0]["queue"][0]["ingest"]["nodes"] > 0
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(DISTINCT document_id) FROM pgrag.semantic_node WHERE corpus_id = %s",
+                            (kb.id,)).fetchone() == (3,)
+    assert_equals_rebuild(db, kb, source_docs(app, "articles"), methods=("threadrag",))
 
 
 def test_pgrag_index_in_the_server_processes_the_queue(db, app):

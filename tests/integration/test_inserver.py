@@ -29,9 +29,10 @@ def wiki_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
     """One database with the sample corpus, its triples and semantic nodes, for the module."""
     with scratch_database(pg_uri, "pgrag_inserver_", TEMPLATE) as uri:
         db = pgrag.connect(uri)
-        kb = db.corpus("wiki")
+        kb = db.corpus("wiki", methods=["threadrag"])
         kb.ingest(WIKI, progress=False, extract_triples="spacy")
-        db.corpus("empty")
+        db.corpus("empty", methods=["threadrag"])
+        db.corpus("no-nodes")                          # threadrag never enabled
         db.close()
         yield uri
 
@@ -171,6 +172,9 @@ def test_the_python_client_maps_the_sqlstates_back(wiki_uri):
                                          "options": "{}"})
         with pytest.raises(pgrag.CorpusNotFound):
             db.fetchall("retrieve_sql", {"corpus": "nowhere", "question": "x", "method": "bm25", "k": 5,
+                                         "options": "{}"})
+        with pytest.raises(pgrag.MethodNotBuilt, match=r"SELECT pgrag\.threadrag_index\('no-nodes'\)"):
+            db.fetchall("retrieve_sql", {"corpus": "no-nodes", "question": "x", "method": "threadrag", "k": 5,
                                          "options": "{}"})
     finally:
         db.close()
@@ -321,8 +325,8 @@ def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
 
     with scratch_database(pg_uri, "pgrag_inserver_index_", TEMPLATE) as uri:
         db = pgrag.connect(uri)
-        db.corpus("py").ingest(WIKI, progress=False)
-        db.corpus("sql")
+        db.corpus("py", methods=["threadrag"]).ingest(WIKI, progress=False)
+        db.corpus("sql", methods=["threadrag"])     # then pgrag.index() maintains the nodes in the server
         db.close()
         with psycopg.connect(uri, autocommit=True) as c:
             for d in WIKI:

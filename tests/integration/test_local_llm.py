@@ -126,7 +126,7 @@ EXPECTED_FINISH = {"t2rag": "llm_error", "threadrag": "llm_error", "cirag": "mal
 
 @pytest.mark.parametrize("method", sorted(EXPECTED_FINISH))
 def test_a_server_answering_garbage_to_every_call_is_reported(db, wiki_docs, method):
-    kb = db.corpus("garbage")
+    kb = db.corpus("garbage", methods=[method])
     kb.ingest(wiki_docs, progress=False, extract_triples="spacy")
     with FakeLLM(lambda request: GARBAGE) as fake:
         llm = kb.llm(LLMSettings(base_url=fake.base_url, model=fake.model, max_retries=0))

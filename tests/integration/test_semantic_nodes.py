@@ -1,5 +1,8 @@
 """ThreadRAG's semantic nodes at ingest: exact offsets, narrative edges, clean-up
-on replace/delete, equality with a rebuild, and the resumable backfill."""
+on replace/delete, equality with a rebuild, and the resumable backfill; and the
+threadrag family: built only for corpora that ask, enabled later by a backfill,
+maintained by every ingest path once enabled, refused with the command that
+builds it when missing, and disabled on request."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def without_body(rows):
 
 def test_node_text_is_the_document_slice_and_nodes_tile_the_sentences(db, wiki_docs):
     kb = db.corpus("nodes")
-    report = kb.ingest(wiki_docs, progress=False)
+    report = kb.ingest(wiki_docs, progress=False, methods=["threadrag"])
     rows = nodes_of(db, kb)
     assert report.nodes == len(rows) > len(wiki_docs)       # the long document is cut
     by_doc: dict[str, list] = {}
@@ -58,13 +61,13 @@ def test_node_text_is_the_document_slice_and_nodes_tile_the_sentences(db, wiki_d
 
 
 def test_replace_and_delete_clean_up_and_equal_a_rebuild(db, wiki_docs):
-    kb = db.corpus("churn")
+    kb = db.corpus("churn", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False)
     changed = dict(wiki_docs[4], text=wiki_docs[4]["text"].replace("valley", "canyon") + " A new last sentence.")
     kb.ingest([changed], progress=False)
     kb.delete(["minaj"])
     final = [d for d in wiki_docs if d["id"] not in ("minaj", "long")] + [changed]
-    fresh = db.corpus("fresh")
+    fresh = db.corpus("fresh", methods=["threadrag"])
     fresh.ingest(final, progress=False)
     assert without_body(nodes_of(db, kb)) == without_body(nodes_of(db, fresh))
     assert narrative_edges_of(db, kb) == narrative_edges_of(db, fresh)
@@ -76,7 +79,7 @@ def test_replace_and_delete_clean_up_and_equal_a_rebuild(db, wiki_docs):
 
 
 def test_backfill_builds_the_same_nodes_and_resumes(db, wiki_docs):
-    kb = db.corpus("backfill")
+    kb = db.corpus("backfill", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False)
     before = nodes_of(db, kb, with_vectors=True)
     edges = narrative_edges_of(db, kb)
@@ -99,7 +102,7 @@ def test_backfill_from_sql_builds_the_same_nodes(db, database_uri, wiki_docs):
     application that talks SQL only."""
     import psycopg
 
-    kb = db.corpus("sqlfill")
+    kb = db.corpus("sqlfill", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False)
     before = nodes_of(db, kb, with_vectors=True)
     with db.transaction() as conn:
@@ -112,3 +115,90 @@ def test_backfill_from_sql_builds_the_same_nodes(db, database_uri, wiki_docs):
     assert without_body(after) == without_body(before)
     for a, b in zip(after, before):
         assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
+
+
+# -- the threadrag family ---------------------------------------------------------
+
+def node_count(db, kb) -> int:
+    with db.transaction() as conn:
+        return conn.execute("SELECT count(*) FROM pgrag.semantic_node WHERE corpus_id = %s", (kb.id,)).fetchone()[0]
+
+
+def test_a_new_corpus_builds_no_nodes_and_threadrag_names_the_command(db, database_uri, wiki_docs):
+    import psycopg
+
+    import pgrag
+
+    kb = db.corpus("plain")
+    report = kb.ingest(wiki_docs, progress=False)
+    assert kb.families == () and report.nodes == 0 and report.node_embedding_seconds == 0.0
+    assert node_count(db, kb) == 0
+    assert kb.retrieve("Who was the mother of Lothair II?", method="hybrid", k=2)     # the rest is unaffected
+    command = "run `pgrag threadrag-index --corpus plain` (or SELECT pgrag.threadrag_index('plain'))"
+    with pytest.raises(pgrag.MethodNotBuilt) as caught:
+        kb.retrieve("Who was the mother of Lothair II?", method="threadrag", llm=False)
+    assert str(caught.value) == f"corpus 'plain' has no ThreadRAG semantic nodes: {command}"
+    with psycopg.connect(database_uri, autocommit=True) as c:                       # and from SQL
+        with pytest.raises(psycopg.Error) as sql_caught:
+            c.execute("SELECT * FROM pgrag.retrieve('plain', 'Who was the mother of Lothair II?', 'threadrag', 3)")
+    assert sql_caught.value.sqlstate == "PR007" and command in str(sql_caught.value)
+
+
+def test_enabling_later_backfills_what_an_ingest_would_have_built(db, wiki_docs):
+    kb = db.corpus("later")
+    kb.ingest(wiki_docs, progress=False)
+    report = kb.enable("threadrag", progress=False)
+    assert kb.families == ("threadrag",) and report.documents == len(wiki_docs)
+    built = db.corpus("from-start", methods=["threadrag"])
+    built.ingest(wiki_docs, progress=False)
+    assert without_body(nodes_of(db, kb)) == without_body(nodes_of(db, built))
+    assert narrative_edges_of(db, kb) == narrative_edges_of(db, built)
+    # from now on every ingest maintains them
+    extra = {"id": "extra", "title": "Extra", "text": "Teutberga founded a convent. It stood in Lotharingia."}
+    assert kb.ingest([extra], progress=False).nodes == 1
+    hits = kb.retrieve("Who was the mother of Lothair II?", method="threadrag", k=2, llm=False)
+    assert hits[0].title == "Lothair II"
+    assert db.corpus("later", create=False).families == ("threadrag",)                  # recorded in the table
+
+
+def test_an_ingest_prepared_before_an_enable_still_writes_its_nodes(db, wiki_docs):
+    """A Corpus opened before another session enabled the family: its ingest
+    re-reads the family under the write lock and builds the nodes there, and its
+    threadrag retrieval sees the enable."""
+    stale = db.corpus("stale")
+    db.corpus("stale", create=False).enable("threadrag", progress=False)
+    assert stale.families == ()                                                           # the cached row
+    report = stale.ingest(wiki_docs, progress=False)
+    assert report.nodes == node_count(db, stale) > len(wiki_docs)
+    assert stale.retrieve("Who was the mother of Lothair II?", method="threadrag", k=2, llm=False)
+
+
+def test_ingest_methods_and_the_sql_index_maintain_the_nodes(db, database_uri, wiki_docs):
+    import psycopg
+
+    kb = db.corpus("sqlpath")
+    kb.ingest(wiki_docs[:2], progress=False)
+    report = kb.ingest(wiki_docs[2:], progress=False, methods=["threadrag", "dense"])
+    assert report.nodes > 0 and report.node_embedding_seconds > 0
+    assert report.backfill.documents == 2                                                 # the two older ones
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        c.execute("INSERT INTO pgrag.document (corpus_id, external_id, title, body) VALUES (%s, 'sql', 'Sql', "
+                  "'Hugh of Tours had a daughter. She was called Ermengarde.')", (kb.id,))
+        assert c.execute("SELECT pgrag.index('sqlpath')").fetchone()[0]["nodes"] == 1
+    assert any(r[0] == "sql" for r in nodes_of(db, kb))
+
+
+def test_disabling_stops_the_maintenance_and_can_drop_the_nodes(db, wiki_docs):
+    import pgrag
+
+    kb = db.corpus("off", methods=["threadrag"])
+    kb.ingest(wiki_docs, progress=False)
+    count = node_count(db, kb)
+    assert kb.disable("threadrag") == 0 and kb.families == ()
+    assert kb.ingest([{"id": "new", "text": "A brand new document. It has two sentences."}], progress=False).nodes == 0
+    assert node_count(db, kb) == count                                                    # kept, not maintained
+    with pytest.raises(pgrag.MethodNotBuilt, match="pgrag threadrag-index --corpus off"):
+        kb.retrieve("Who was the mother of Lothair II?", method="threadrag", llm=False)
+    assert kb.disable("threadrag", drop=True) == count and node_count(db, kb) == 0
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge WHERE corpus_id = %s", (kb.id,)).fetchone() == (0,)

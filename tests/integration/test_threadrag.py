@@ -15,7 +15,7 @@ from tests.fake_llm import FakeLLM, Status
 
 @pytest.fixture
 def kb(db, wiki_docs):
-    corpus = db.corpus("thread")
+    corpus = db.corpus("thread", methods=["threadrag"])
     corpus.ingest(wiki_docs, progress=False)
     return corpus
 
@@ -159,7 +159,7 @@ def test_real_local_llm_drives_the_loop(db, wiki_docs, local_llm_url):
     from pgrag.local_llm import MODEL_ALIAS
     from tests.fake_llm import RecordingProxy
 
-    kb = db.corpus("thread-real")
+    kb = db.corpus("thread-real", methods=["threadrag"])
     kb.ingest(wiki_docs[:4], progress=False)
     with RecordingProxy(local_llm_url) as proxy:
         llm = kb.llm(LLMSettings(base_url=proxy.base_url, model=MODEL_ALIAS, max_tokens=32, timeout=120))

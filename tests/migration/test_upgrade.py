@@ -122,7 +122,7 @@ def sql_results(uri: str, kb) -> list[list[tuple]]:
 
 @pytest.fixture
 def built_at_head(db, database_uri, wiki_docs):
-    kb = db.corpus("up")
+    kb = db.corpus("up", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False, extract_triples="spacy")
     return kb
 
@@ -151,6 +151,9 @@ def test_a_populated_database_upgrades_to_head(pg_uri, db, database_uri, built_a
 
         upgraded_db = pgrag.connect(old_uri)
         upgraded = upgraded_db.corpus("up", create=False)
+        # 0007: a corpus that had semantic nodes keeps maintaining them; one from
+        # before they existed maintains none until the backfill below enables it.
+        assert upgraded.families == (("threadrag",) if "semantic_node" in copied else ())
         # Tables added after `revision` are empty; the resumable back-fills fill them.
         extraction = upgraded.extract_triples("spacy", progress=False)
         nodes = upgraded.build_semantic_nodes(progress=False)
@@ -183,3 +186,18 @@ def test_the_migration_lock_serialises_upgraders(empty_uri):
         holder.rollback()
     thread.join(timeout=120)
     assert done.is_set()
+
+
+def test_0007_keeps_threadrag_only_for_corpora_that_have_semantic_nodes(pg_uri, db, database_uri, wiki_docs):
+    """Corpora at 0006 all maintained semantic nodes; after 0007 the ones that
+    have any keep the family, the others (here: none built) maintain none."""
+    db.corpus("with", methods=["threadrag"]).ingest(wiki_docs[:2], progress=False)
+    db.corpus("without").ingest(wiki_docs[:2], progress=False)
+    db.corpus("empty")
+    with scratch_database(pg_uri, "pgrag_up7_") as old_uri:
+        migrate_to(old_uri, "0006")
+        copy_corpus(database_uri, old_uri)
+        migrate_to(old_uri, "head")
+        with psycopg.connect(old_uri) as conn:
+            families = dict(conn.execute("SELECT name, families FROM pgrag.corpus").fetchall())
+    assert families == {"with": ["threadrag"], "without": [], "empty": []}
