@@ -209,9 +209,12 @@ def second_process(dsn: str, corpus: str, question: str) -> dict[str, Any]:
     """A fresh process that maps the shared files and runs one TIGRAG query: what
     it adds to the machine (its anonymous memory; the mapped pages are the page
     cache's one copy)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, dsn, corpus, question], check=True,
-                         capture_output=True, text=True, env=os.environ.copy()).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", CHILD, dsn, corpus, question],
+                          capture_output=True, text=True, env=os.environ.copy())
+    if done.returncode != 0:
+        # One probe failing must not throw away a run that took an hour to grow: say why in the report.
+        return {"error": (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _ingest(kb: Any, docs: list[dict[str, Any]], progress: bool) -> dict[str, Any]:

@@ -53,3 +53,10 @@ def test_scale_refuses_an_existing_database_and_bad_factors(pg_uri):
         scale_benchmark(*args, [10, 1], database="pgrag_scale_bad")
     with pytest.raises(PgragError, match="exists"):
         scale_benchmark(*args, [1], database="postgres")
+
+
+def test_a_failing_second_process_is_reported_not_raised(database_uri):
+    from pgrag.scale import second_process
+
+    report = second_process(database_uri, "no-such-corpus", "Who?")
+    assert set(report) == {"error"} and "no-such-corpus" in report["error"]
