@@ -227,10 +227,11 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
         chunks = conn.execute(query("chunk_lengths"), {"corpus_id": corpus_id}).fetchall()
         chunk, token, tf = _read(conn, corpus_id)
         ids = np.fromiter((c[0] for c in chunks), np.int64, len(chunks))
-        vectors = Vectors.of(ids, _vectors(conn, corpus_id, ids, every=True))
+        rows = _vectors(conn, corpus_id, ids, every=True)
         after = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
-    if after is None or int(after[0]) != graph.version:
+    if after is None or int(after[0]) != graph.version or rows is None:
         return None
+    vectors = Vectors.of(ids, rows)
     token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
     if not np.array_equal(token_ids, graph.token_ids):
         return None
@@ -239,13 +240,15 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
                           np.fromiter((c[1] for c in chunks), np.int64, len(chunks)), chunk, token, tf, vectors)
 
 
-def _vectors(conn: Any, corpus_id: int, chunk_ids: np.ndarray, every: bool = False) -> np.ndarray:
+def _vectors(conn: Any, corpus_id: int, chunk_ids: np.ndarray, every: bool = False) -> np.ndarray | None:
     """The unit embeddings of ``chunk_ids`` (ascending; ``every`` chunk of the
-    corpus, read without sending their ids), one row each."""
+    corpus, read without sending their ids), one row each; None when the chunks
+    are no longer those (a concurrent change committed between two statements:
+    the caller reads again, as for a version change)."""
     rows = conn.execute(query("chunk_vectors"), {
         "corpus_id": corpus_id, "chunk_ids": None if every else chunk_ids.tolist()}).fetchall()
     if [r[0] for r in rows] != chunk_ids.tolist():
-        raise PgragError(f"corpus {corpus_id}: some chunks have no embedding; re-ingest them")
+        return None
     dim = int(conn.execute(query("corpus_dim"), {"corpus_id": corpus_id}).fetchone()[0])
     return unit_rows([r[1] for r in rows], dim)
 
@@ -333,12 +336,12 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
         pa, pb = change.pairs(postings, graph)
         now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
-        vectors = postings.vectors.added(change.fresh, _vectors(conn, corpus_id, change.fresh),
-                                         postings.chunk_ids[change.kept_rows])
+        fresh_vectors = _vectors(conn, corpus_id, change.fresh)
         again = conn.execute(query("graph_version"), params).fetchone()
-    if (again is None or again[0] != version[0]
+    if (again is None or again[0] != version[0] or fresh_vectors is None
             or [t[0] for t in new_terms] != change.token_ids[int(change.kept_nodes.sum()):].tolist()):
         return None
+    vectors = postings.vectors.added(change.fresh, fresh_vectors, postings.chunk_ids[change.kept_rows])
     v = int(version[0])
     new_graph = _advanced_graph(v, graph, change, new_terms, edges, (pa, pb, now))
     if new_graph is None:

@@ -119,7 +119,7 @@ def assert_same(a: dict, b: dict) -> None:
 
 def test_the_long_version_has_several_nodes(db):
     """So that the sequences below exercise node splitting and narrative edges."""
-    kb = db.corpus("long")
+    kb = db.corpus("long", methods=["threadrag"])
     kb.ingest([doc(4, 2)], progress=False)
     state = everything(db, kb.id)
     assert len(state["nodes"]) >= 2 and len(state["node_edges"]) == len(state["nodes"]) - 1
@@ -138,7 +138,7 @@ OPS = st.lists(
 @given(ops=OPS)
 def test_any_sequence_of_updates_equals_a_rebuild(db, ops):
     name = f"seq-{random.getrandbits(40):x}"
-    kb = db.corpus(name)
+    kb = db.corpus(name, methods=["threadrag"])
     final: dict[int, int] = {}
     for op, args in ops:
         if op == "put":
@@ -148,7 +148,7 @@ def test_any_sequence_of_updates_equals_a_rebuild(db, ops):
             kb.delete([f"d{i}" for i in args])
             for i in args:
                 final.pop(i, None)
-    fresh = db.corpus(name + "-fresh")
+    fresh = db.corpus(name + "-fresh", methods=["threadrag"])
     if final:
         fresh.ingest([doc(i, v) for i, v in sorted(final.items())], progress=False, extract_triples="spacy")
     assert_same(everything(db, kb.id), everything(db, fresh.id))
@@ -162,7 +162,7 @@ CRASH_SCRIPT = """
 import json, sys
 import pgrag
 db = pgrag.connect(sys.argv[1])
-kb = db.corpus("crash")
+kb = db.corpus("crash", methods=["threadrag"])
 docs = json.load(open(sys.argv[2]))
 kb.ingest(docs[:1], progress=False)           # load the models before saying ready
 print("ready", flush=True)
@@ -222,12 +222,12 @@ def check_whole(db: pgrag.Database, docs: list[dict], name: str) -> tuple[list[d
     """Every present document is fully indexed, the derived tables are exactly those
     of a corpus holding just these documents, and every chunk recorded as extracted
     has its triples. Returns the present documents and the corpus state."""
-    state = everything(db, db.corpus(name).id)
+    state = everything(db, db.corpus(name, methods=["threadrag"]).id)
     present_ids = {row[0] for row in state["documents"]}
     present = [d for d in docs if d["id"] in present_ids]
     assert all(indexed for *_, indexed in state["documents"])
     fresh_name = f"{name}-fresh-{random.getrandbits(32):x}"
-    fresh = db.corpus(fresh_name)
+    fresh = db.corpus(fresh_name, methods=["threadrag"])
     fresh.ingest(present, progress=False)
     expected = statistics(db, fresh.id)
     assert {k: state[k] for k in expected} == expected
@@ -256,9 +256,9 @@ def test_sigkill_mid_ingest_leaves_documents_whole_and_a_rerun_completes(db, dat
     n_chunks = len(state["chunks"])
     assert len(present) == total and 0 < len(state["extracted"]) < n_chunks  # mid-extraction
     assert run_crash_script(database_uri, docs_file, None) == "done"
-    fresh = db.corpus("crash-fresh")
+    fresh = db.corpus("crash-fresh", methods=["threadrag"])
     fresh.ingest(docs, progress=False, extract_triples="spacy")
-    assert_same(everything(db, db.corpus("crash").id), everything(db, fresh.id))
+    assert_same(everything(db, db.corpus("crash", methods=["threadrag"]).id), everything(db, fresh.id))
 
 
 # -- concurrency ------------------------------------------------------------------
@@ -271,7 +271,7 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     and the final corpus equals a rebuild of what is left."""
     docs = many_docs()[:12]
     writer_db, deleter_db, reader_db = (pgrag.connect(database_uri) for _ in range(3))
-    kb, deleter, reader = (d.corpus("busy") for d in (writer_db, deleter_db, reader_db))
+    kb, deleter, reader = (d.corpus("busy", methods=["threadrag"]) for d in (writer_db, deleter_db, reader_db))
     kb.ingest(docs[:2], progress=False, extract_triples="spacy")
     reader.embedder
     errors: list[BaseException] = []
@@ -332,22 +332,22 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
         other.close()
     # The deletes ran while the ingest was adding: each deleted id may have been
     # re-added afterwards, so compare against whatever documents are present.
-    busy = db.corpus("busy")
+    busy = db.corpus("busy", methods=["threadrag"])
     state = everything(db, busy.id)
     present = {row[0] for row in state["documents"]}
     assert present >= {d["id"] for d in docs[6:]} and counts(db, busy.id)["document"] == len(present)
-    fresh = db.corpus("busy-fresh")
+    fresh = db.corpus("busy-fresh", methods=["threadrag"])
     fresh.ingest([d for d in docs if d["id"] in present], progress=False, extract_triples="spacy")
     assert_same(state, everything(db, fresh.id))
 
 
 def test_the_graph_cache_is_never_stale_across_connections(db, database_uri):
-    kb = db.corpus("cache")
+    kb = db.corpus("cache", methods=["threadrag"])
     kb.ingest([doc(0, 0), doc(1, 0)], progress=False)
     first = token_graph(db, kb.id)
     other = pgrag.connect(database_uri)                 # a separate process's worth of connections
-    other.corpus("cache").ingest([doc(2, 1)], progress=False)
-    other.corpus("cache").delete(["d0"])
+    other.corpus("cache", methods=["threadrag"]).ingest([doc(2, 1)], progress=False)
+    other.corpus("cache", methods=["threadrag"]).delete(["d0"])
     other.close()
     cached = token_graph(db, kb.id)
     assert cached.version == kb.graph_version() > first.version
@@ -385,7 +385,7 @@ def test_postmaster_killed_mid_ingest_then_restarted(private_server):
     data_dir, uri = private_server
     docs = many_docs()
     db = pgrag.connect(uri)
-    kb = db.corpus("crash")
+    kb = db.corpus("crash", methods=["threadrag"])
     kb.ingest(docs[:1], progress=False)                    # models loaded, one document in
     failure: list[BaseException] = []
 
@@ -416,13 +416,13 @@ def test_postmaster_killed_mid_ingest_then_restarted(private_server):
     present = [d for d in docs if d["id"] in {row[0] for row in state["documents"]}]
     assert 6 <= len(present) < len(docs)
     assert all(indexed for *_, indexed in state["documents"])
-    rebuilt = db.corpus("crash-present")
+    rebuilt = db.corpus("crash-present", methods=["threadrag"])
     rebuilt.ingest(present, progress=False)
     assert_same(state, everything(db, rebuilt.id))
 
     report = kb.ingest(docs, batch_size=4, progress=False)  # the re-run completes the job
     assert report.unchanged == len(present) and report.added == len(docs) - len(present)
-    full = db.corpus("crash-full")
+    full = db.corpus("crash-full", methods=["threadrag"])
     full.ingest(docs, progress=False)
     assert_same(everything(db, kb.id), everything(db, full.id))
     db.close()
