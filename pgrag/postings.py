@@ -169,7 +169,7 @@ class Postings:
 
 def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,
                    lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray,
-                   vectors: "Vectors") -> Postings:
+                   vectors: Vectors) -> Postings:
     """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
     their document frequencies), chunks (ids ascending, with their lengths in
     tokens and embeddings) and postings (chunk id, token id, term frequency)."""

@@ -294,9 +294,7 @@ def _grow(dsn: str, base: list[dict[str, Any]], questions: list[str], factors: S
 
     db = open_database(dsn)
     model = "random-384" if embeddings == "random" else DEFAULT_EMBEDDING_MODEL
-    kb = db.corpus("scale", embedding_model=model)
-    if "threadrag" in method_names and hasattr(kb, "enable"):
-        kb.enable("threadrag")
+    kb = db.corpus("scale", embedding_model=model, methods=method_names)   # the families they need
     names = name_words(base)
     report: dict[str, Any] = {
         **facts, "questions": len(questions), "embeddings": embeddings,
