@@ -235,16 +235,16 @@ def _retrieve_documents(ctx: "Context", texts: list[str], vectors: list[np.ndarr
     ``depth`` chunks by ``settings.retrieval``, best first, minus ``exclude``, at
     most ``n``. Hybrid is pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking
     from the cached postings (pgrag.postings, no scan of the posting lists in
-    SQL) and the HNSW ranking of pgrag.dense; every text in one round trip each."""
+    SQL) and the HNSW ranking of pgrag.dense (one round trip for all the texts)."""
     t0 = time.perf_counter()
     depth = max(settings.depth, n)
     lists: list[list[list[int]]] = [[] for _ in texts]
     if settings.retrieval in ("hybrid", "bm25"):
-        postings = ranking_index(ctx.db, ctx.id)
+        index = ranking_index(ctx.db, ctx.id)
         for ranked, text in zip(lists, texts):
             terms = ctx.tokenize(text)
-            ranked.append(postings.postings.bm25_top([postings.graph.index[t] for t in terms
-                                                      if t in postings.graph.index], depth))
+            ranked.append(index.postings.bm25_top([index.graph.index[t] for t in terms
+                                                   if t in index.graph.index], depth))
     documents: dict[int, int] = {}
     if settings.retrieval in ("hybrid", "dense"):
         dense: list[list[int]] = [[] for _ in texts]
