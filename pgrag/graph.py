@@ -3,11 +3,13 @@
 The graph lives in ``pgrag.token_edge``; queries need it as a matrix. Loading it
 is the expensive part (a binary COPY of every edge), so the matrix is cached per
 database and corpus in this process and tagged with the corpus's graph version:
-any ingest or delete bumps the version, and the next query rebuilds.
+any ingest or delete bumps the version, and the next query either lays the
+change over the cached matrix (pgrag.postings.advance) or reads it again.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,22 +63,33 @@ class Terms:
 
 class TermIndex:
     """Term -> node index by binary search over the terms in byte order (the
-    sorted array and its node order, both mappable)."""
+    sorted array and its node order, both mappable). After a delta, ``added``
+    holds the terms of the new nodes and ``gone`` marks the nodes whose tokens
+    left the vocabulary (a mapped base is never rebuilt for a small change)."""
 
-    def __init__(self, sorted_terms: np.ndarray, order: np.ndarray) -> None:
+    def __init__(self, sorted_terms: np.ndarray, order: np.ndarray, added: dict[str, int] | None = None,
+                 gone: np.ndarray | None = None) -> None:
         self.sorted_terms, self.order = sorted_terms, order
+        self.added, self.gone = added or {}, gone
 
     @classmethod
     def of(cls, terms: Terms) -> "TermIndex":
         order = np.argsort(terms.by_node, kind="stable")
         return cls(terms.by_node[order], order.astype(np.int64))
 
+    def changed(self, added: dict[str, int], gone: np.ndarray | None) -> "TermIndex":
+        """This index with new terms (term -> node) and the nodes now gone."""
+        return TermIndex(self.sorted_terms, self.order, {**self.added, **added}, gone)
+
     def get(self, term: str) -> int | None:
         key = term.encode()
-        if not len(self.sorted_terms) or len(key) > self.sorted_terms.dtype.itemsize or b"\0" in key:
-            return None
-        j = int(np.searchsorted(self.sorted_terms, key))
-        return int(self.order[j]) if j < len(self.order) and self.sorted_terms[j] == key else None
+        if len(self.sorted_terms) and len(key) <= self.sorted_terms.dtype.itemsize and b"\0" not in key:
+            j = int(np.searchsorted(self.sorted_terms, key))
+            if j < len(self.order) and self.sorted_terms[j] == key:
+                node = int(self.order[j])
+                if self.gone is None or not self.gone[node]:
+                    return node
+        return self.added.get(term)
 
     def __contains__(self, term: object) -> bool:
         return isinstance(term, str) and self.get(term) is not None
@@ -92,26 +105,83 @@ class TermIndex:
 class TokenGraph:
     """One corpus's token graph at one graph version.
 
-    ``transition`` is column-stochastic over nodes with edges: entry (i, j) is
-    w_ij / deg(j), so ``transition @ r`` moves rank mass along edges in
-    proportion to their weights. Isolated tokens have an all-zero column
-    (``dangling``)."""
+    ``weights`` is the symmetric matrix of co-occurrence weights as read (it may
+    be a read-only mapping shared by every process); ``extra`` holds the changes
+    a delta applied since (small, this process's own), so that the current
+    weights are ``weights + extra`` and a small change copies nothing of the
+    size of the graph. ``degree`` is current. The random walk's transition
+    matrix T[i, j] = w_ij / deg(j) is never stored: ``step`` applies it, and
+    ``neighbours`` gives the weights of some nodes' edges. Tokens that left the
+    vocabulary since the base stay as isolated nodes (``gone``), not in ``index``."""
 
     version: int
-    token_ids: np.ndarray           # node index -> pgrag.token.token_id
+    token_ids: np.ndarray           # node index -> pgrag.token.token_id (ascending)
     terms: Terms                    # node index -> term
     index: TermIndex                # term -> node index
-    transition: sp.csr_matrix
+    weights: sp.csr_matrix          # n × n, the base's symmetric weights
     degree: np.ndarray              # weighted degree per node
-    dangling: np.ndarray            # bool per node
+    edges: int                      # undirected edges
+    extra: sp.csr_matrix | None = None    # n × n, weight changes since the base
+    gone: np.ndarray | None = None        # bool per node: its token was removed
 
     @property
     def nodes(self) -> int:
         return len(self.terms)
 
+    @functools.cached_property
+    def dangling(self) -> np.ndarray:
+        """Nodes without edges (isolated tokens, and those gone)."""
+        return self.degree == 0
+
+    @functools.cached_property
+    def inverse_degree(self) -> np.ndarray:
+        inv = np.zeros(len(self.degree))
+        inv[~self.dangling] = 1.0 / self.degree[~self.dangling]
+        return inv
+
     @property
-    def edges(self) -> int:
-        return self.transition.nnz // 2
+    def nnz(self) -> int:
+        """Stored entries scanned by one ``step`` (both matrices)."""
+        return self.weights.nnz + (self.extra.nnz if self.extra is not None else 0)
+
+    def step(self, r: np.ndarray) -> np.ndarray:
+        """T · r: each node's mass spread over its edges in proportion to their weights."""
+        x = r * self.inverse_degree
+        out = self.weights @ x
+        return out + self.extra @ x if self.extra is not None else out
+
+    def row_sizes(self, nodes: np.ndarray) -> int:
+        """Stored entries in the rows of ``nodes`` (what ``neighbours`` scans)."""
+        size = int((self.weights.indptr[nodes + 1] - self.weights.indptr[nodes]).sum())
+        if self.extra is not None:
+            size += int((self.extra.indptr[nodes + 1] - self.extra.indptr[nodes]).sum())
+        return size
+
+    def neighbours(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(neighbour, weight, owner) of every stored edge entry of ``nodes``,
+        ``owner`` being the position in ``nodes``. With a delta a pair may appear
+        twice (base and change), the weights then summing to the current one."""
+        rows = self.weights[nodes]
+        owner = np.repeat(np.arange(len(nodes)), np.diff(rows.indptr))
+        if self.extra is None:
+            return rows.indices, rows.data, owner
+        more = self.extra[nodes]
+        return (np.concatenate([rows.indices, more.indices]), np.concatenate([rows.data, more.data]),
+                np.concatenate([owner, np.repeat(np.arange(len(nodes)), np.diff(more.indptr))]))
+
+    def current_weights(self) -> sp.csr_matrix:
+        """weights + extra, as one matrix (a copy of the graph's size when there is a delta)."""
+        if self.extra is None:
+            return self.weights
+        merged = (self.weights + self.extra).tocsr()
+        merged.eliminate_zeros()
+        return merged
+
+    @property
+    def transition(self) -> sp.csr_matrix:
+        """T as a matrix (tests, oracles): w_ij / deg(j), built on every call."""
+        w = self.current_weights()
+        return sp.csr_matrix((w.data * self.inverse_degree[w.indices], w.indices, w.indptr), shape=w.shape)
 
 
 def parse_triples(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,27 +242,15 @@ def edge_matrix(token_ids: np.ndarray, a: np.ndarray, b: np.ndarray, w: np.ndarr
                          shape=(n, n)).tocsr()
 
 
-def weights_of(graph: TokenGraph) -> sp.csr_matrix:
-    """The symmetric edge weights back from the transition matrix (w_ij = T_ij·deg(j));
-    the stored weights are co-occurrence counts, so rounding makes them exact."""
-    t = graph.transition
-    return sp.csr_matrix((np.rint(t.data * graph.degree[t.indices]), np.array(t.indices), np.array(t.indptr)),
-                         shape=t.shape)
-
-
 def from_weights(version: int, token_ids: np.ndarray, terms: Terms, sym: sp.csr_matrix) -> TokenGraph:
     """The graph of a symmetric weight matrix over nodes ``token_ids`` (ascending)."""
-    n = len(terms)
-    degree = np.asarray(sym.sum(axis=0)).ravel()
-    dangling = degree == 0
-    inv = np.zeros(n)
-    inv[~dangling] = 1.0 / degree[~dangling]
     sym = sym.tocsr()
-    sym.sum_duplicates()
-    # column j scaled by 1/deg(j): entry by entry, as a product with diag(inv) would
-    transition = sp.csr_matrix((sym.data * inv[sym.indices], sym.indices, sym.indptr), shape=sym.shape)
+    sym.sum_duplicates()        # a no-op on a canonical matrix, which may be a read-only mapping
+    if (sym.data == 0).any():
+        sym.eliminate_zeros()
+    degree = np.asarray(sym.sum(axis=0)).ravel()
     return TokenGraph(version=version, token_ids=token_ids, terms=terms, index=TermIndex.of(terms),
-                      transition=transition, degree=degree, dangling=dangling)
+                      weights=sym, degree=degree, edges=sym.nnz // 2)   # no self-loops: a < b
 
 
 _cache: dict[tuple[str, int], TokenGraph] = {}
@@ -260,7 +318,7 @@ def personalized_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: f
     residual = 0.0
     for iteration in range(1, max_iterations + 1):
         lost = r[graph.dangling].sum()
-        nxt = (1 - damping) * v + damping * (graph.transition @ r + lost * v)
+        nxt = (1 - damping) * v + damping * (graph.step(r) + lost * v)
         residual = float(np.abs(nxt - r).sum())
         r = nxt
         if residual < tolerance:
@@ -339,7 +397,6 @@ def _push(graph: TokenGraph, seeds: np.ndarray, damping: float,
     Wu et al. 2021, PowerPush). Its cost, all the nodes and edges, is then at
     most _SWEEP times that of the nodes over the threshold, which is why the
     work bound holds; and the nodes touched are then all of them."""
-    t = graph.transition
     estimate, residual = np.zeros(graph.nodes), np.zeros(graph.nodes)
     slot = np.empty(graph.nodes, dtype=np.int64)       # scratch for _distinct
     residual[seeds] = 1.0 / len(seeds)
@@ -348,13 +405,13 @@ def _push(graph: TokenGraph, seeds: np.ndarray, damping: float,
     swept = False
     rounds = work = 0
     while len(frontier):
-        edges = int((t.indptr[frontier + 1] - t.indptr[frontier]).sum())
-        if _SWEEP * edges >= t.nnz + graph.nodes:
+        edges = graph.row_sizes(frontier)
+        if _SWEEP * edges >= graph.nnz + graph.nodes:
             estimate += (1 - damping) * residual
-            residual[:] = damping * (t @ residual)
+            residual[:] = damping * graph.step(residual)
             frontier = np.flatnonzero(residual > epsilon * graph.degree)
             swept = True
-            work += t.nnz
+            work += graph.nnz
         else:
             pushed.append(frontier)
             frontier = _push_round(graph, estimate, residual, frontier, damping, epsilon, slot)
@@ -368,22 +425,19 @@ def _reached(graph: TokenGraph, seeds: np.ndarray, pushed: list[np.ndarray], slo
     """The seeds and every neighbour of a pushed node: where mass can be. Costs
     the pushed nodes' edges once more, not the graph."""
     nodes = _distinct(np.concatenate(pushed), slot) if pushed else seeds[:0]
-    return _distinct(np.concatenate([seeds, graph.transition[nodes].indices]), slot)
+    return _distinct(np.concatenate([seeds, graph.neighbours(nodes)[0]]), slot)
 
 
 def _push_round(graph: TokenGraph, estimate: np.ndarray, residual: np.ndarray, nodes: np.ndarray,
                 damping: float, epsilon: float, slot: np.ndarray) -> np.ndarray:
-    """Push ``nodes``: keep (1 − d)·r(u), add d·r(u)·T[i, u] to each neighbour's
-    residual; return the nodes now over the threshold. The graph is undirected,
-    so column u of T is row u times deg/deg(u): CSR row slices give the columns
-    without a transposed copy of the matrix."""
+    """Push ``nodes``: keep (1 − d)·r(u), add d·r(u)·w_iu / deg(u) to each
+    neighbour's residual; return the nodes now over the threshold. The weights
+    are symmetric, so node u's row holds its column of T (times deg(u))."""
     mass = residual[nodes]
     residual[nodes] = 0.0
     estimate[nodes] += (1 - damping) * mass
-    rows = graph.transition[nodes]
-    targets = rows.indices
-    share = np.repeat(damping * mass / graph.degree[nodes], np.diff(rows.indptr))
-    np.add.at(residual, targets, rows.data * graph.degree[targets] * share)
+    targets, weights, owner = graph.neighbours(nodes)
+    np.add.at(residual, targets, weights * (damping * mass / graph.degree[nodes])[owner])
     return _distinct(targets[residual[targets] > epsilon * graph.degree[targets]], slot)
 
 

@@ -42,12 +42,11 @@ if TYPE_CHECKING:
     from .context import QueryRunner
     from .postings import Postings
 
-GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "dangling",
-                "t_data", "t_indices", "t_indptr")
-POSTINGS_ARRAYS = ("chunk_ids", "b_data", "b_indices", "b_indptr", "b_tf", "lengths", "df", "vector_ids", "vectors")
+GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "w_data", "w_indices", "w_indptr")
+POSTINGS_ARRAYS = ("chunk_ids", "tf_data", "tf_indices", "tf_indptr", "lengths", "df", "vector_ids", "vectors")
 # Part of every folder's name: a version written by an older pgrag, with other
 # arrays, is never mistaken for one this code can map.
-FORMAT = 3
+FORMAT = 4
 
 
 def root() -> Path | None:
@@ -93,39 +92,56 @@ def _owners() -> list[int]:
     return [me] if me == 0 else [me, 0]
 
 
-def load(db: "QueryRunner", corpus_id: int, version: int) -> "tuple[TokenGraph, Postings] | None":
-    """The graph and postings of ``version``, mapped from a trusted folder, or None."""
-    from .postings import Postings, Vectors
-
+def load(db: "QueryRunner", corpus_id: int, version: int,
+         latest: bool = False) -> "tuple[TokenGraph, Postings] | None":
+    """The graph and postings of ``version`` (with ``latest``, of the newest
+    version before it: the caller applies the delta), mapped from a trusted
+    folder, or None."""
     base = root()
     if base is None or not _safe_root(base):
         return None
     key = corpus_key(db, corpus_id)
     if key is None:
         return None
-    name = f"{key}-v{version}"
     for owner in _owners():
-        folder = base / f"uid-{owner}" / name
-        if not (_safe_dir(folder.parent, owner) and _safe_dir(folder, owner)):
+        mine = base / f"uid-{owner}"
+        if not _safe_dir(mine, owner):
             continue
-        try:
-            a = {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False)
-                 for n in GRAPH_ARRAYS + POSTINGS_ARRAYS}
-        except (OSError, ValueError):
-            continue   # being removed by its owner, or not a pgrag folder: read the database
-        n = len(a["token_ids"])
-        graph = TokenGraph(version=version, token_ids=a["token_ids"], terms=Terms(a["terms"]),
-                           index=TermIndex(a["sorted_terms"], a["order"]),
-                           transition=sp.csr_matrix((a["t_data"], a["t_indices"], a["t_indptr"]),
-                                                    shape=(n, n), copy=False),
-                           degree=a["degree"], dangling=a["dangling"])
-        postings = Postings(version=version, chunk_ids=a["chunk_ids"],
-                            bm25=sp.csc_matrix((a["b_data"], a["b_indices"], a["b_indptr"]),
-                                               shape=(len(a["chunk_ids"]), n), copy=False),
-                            tf=a["b_tf"], lengths=a["lengths"], df=a["df"],
-                            vectors=Vectors.of(a["vector_ids"], a["vectors"]))
-        return graph, postings
+        wanted = [version] if not latest else sorted(
+            (v for v in (_version_of(p.name, key) for p in mine.glob(f"{key}-v*")) if v is not None and v < version),
+            reverse=True)[:1]
+        for v in wanted:
+            pair = _map(mine / f"{key}-v{v}", owner, v)
+            if pair is not None:
+                return pair
     return None
+
+
+def _version_of(name: str, key: str) -> int | None:
+    tail = name[len(key) + 2:]
+    return int(tail) if name.startswith(f"{key}-v") and tail.isdigit() else None
+
+
+def _map(folder: Path, owner: int, version: int) -> "tuple[TokenGraph, Postings] | None":
+    from .postings import Postings, Vectors
+
+    if not _safe_dir(folder, owner):
+        return None
+    try:
+        a = {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False)
+             for n in GRAPH_ARRAYS + POSTINGS_ARRAYS}
+    except (OSError, ValueError):
+        return None   # being removed by its owner, or not a pgrag folder: read the database
+    n = len(a["token_ids"])
+    weights = sp.csr_matrix((a["w_data"], a["w_indices"], a["w_indptr"]), shape=(n, n), copy=False)
+    graph = TokenGraph(version=version, token_ids=a["token_ids"], terms=Terms(a["terms"]),
+                       index=TermIndex(a["sorted_terms"], a["order"]), weights=weights, degree=a["degree"],
+                       edges=weights.nnz // 2)
+    postings = Postings(version=version, chunk_ids=a["chunk_ids"],
+                        tf=sp.csc_matrix((a["tf_data"], a["tf_indices"], a["tf_indptr"]),
+                                         shape=(len(a["chunk_ids"]), n), copy=False),
+                        lengths=a["lengths"], df=a["df"], vectors=Vectors.of(a["vector_ids"], a["vectors"]))
+    return graph, postings
 
 
 def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postings") -> Path | None:
@@ -167,16 +183,18 @@ def publish(key: str, graph: TokenGraph, postings: "Postings") -> Path | None:
 
 
 def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> None:
-    t, b = graph.transition, postings.bm25
+    from .postings import folded
+
+    graph, postings = folded(graph, postings)   # an overlay is shared as the base it folds to
+    w, tf = graph.weights, postings.tf
     vector_ids, vectors = postings.vectors.merged()
-    t.sort_indices()   # canonical before mapping read-only: scipy never needs to reorder them
-    assert b.has_sorted_indices   # built sorted (postings.weighted), so tf stays aligned with its entries
+    if not (w.has_sorted_indices and tf.has_sorted_indices):   # canonical before mapping read-only
+        w, tf = w.sorted_indices(), tf.sorted_indices()
     arrays = {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
-              "order": graph.index.order, "degree": graph.degree, "dangling": graph.dangling,
-              "t_data": t.data, "t_indices": t.indices, "t_indptr": t.indptr,
-              "chunk_ids": postings.chunk_ids, "b_data": b.data, "b_indices": b.indices, "b_indptr": b.indptr,
-              "b_tf": postings.tf, "lengths": postings.lengths, "df": postings.df,
-              "vector_ids": vector_ids, "vectors": vectors}
+              "order": graph.index.order, "degree": graph.degree,
+              "w_data": w.data, "w_indices": w.indices, "w_indptr": w.indptr,
+              "chunk_ids": postings.chunk_ids, "tf_data": tf.data, "tf_indices": tf.indices, "tf_indptr": tf.indptr,
+              "lengths": postings.lengths, "df": postings.df, "vector_ids": vector_ids, "vectors": vectors}
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -185,6 +185,21 @@ class GraphVersion(Base):
     corpus_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+    # pgrag.chunk_removal holds every removal after this version (migration 0008)
+    logged_from: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+
+
+class ChunkRemoval(Base):
+    """A removed chunk and its tokens, for the caches' deltas (migration 0008)."""
+
+    __tablename__ = "chunk_removal"
+    __table_args__ = (Index("chunk_removal_version", "corpus_id", "version"),)
+
+    corpus_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("pgrag.corpus.corpus_id", ondelete="CASCADE"), primary_key=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+    tokens: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
 
 
 class LlmCache(Base):

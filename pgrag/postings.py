@@ -2,22 +2,25 @@
 
 TIGRAG scores a chunk by ρ(c) = Σ_v p̂(v) · BM25(v, c) over the top-γ tokens of the
 PPR (``pgrag.tigrag_pool`` does it in SQL, one join over the postings per query).
-Here the BM25 weight of every (chunk, token) posting is computed once into a
-chunk × token CSC matrix whose columns are the token graph's nodes, so that
+Here the term frequency of every (chunk, token) posting sits in a chunk × token
+CSC matrix whose columns are the token graph's nodes; a query weighs only the
+columns it reads (BM25 from tf, the chunk lengths and the dfs), so that
 ρ = B · p̂ is one sparse product, and the candidates, the cumulative-mass cut and
 the pool cap come from that same vector.
 
 The matrix is cached per database and corpus in this process next to the token
-graph and keyed by the same graph version (every ingest or delete bumps it: the
-postings, document frequencies and chunk lengths change only then), so a query
-never pairs a graph with postings of another version. The chunks' embeddings
-travel with them, so that TIGRAG's rerank and ThreadRAG's BM25 ranking need no
-query over the pool. After a small change (``advance``) the next query applies
-it to the cached version instead of reading the whole one.
+graph and keyed by the same graph version (every ingest or delete bumps it), so
+a query never pairs a graph with postings of another version. The chunks'
+embeddings travel with them, so that TIGRAG's rerank and ThreadRAG's BM25
+ranking need no query over the pool. After a small change (``advance``) the
+next query lays what changed over the cached version, which may be a mapping
+shared by every process, instead of reading or copying the whole one; past
+FOLD_SHARE of the chunks changed, a thread folds the overlay into a new base.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import PgragError
-from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph, weights_of
+from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph
 from .queries import query
 
 if TYPE_CHECKING:
@@ -90,33 +93,88 @@ class Vectors:
 
 @dataclass(frozen=True)
 class Postings:
-    """BM25(v, c) for every posting of one corpus at one graph version."""
+    """The term frequency of every posting of one corpus at one graph version,
+    from which BM25(v, c) is computed for the columns a query reads.
+
+    Weights are not stored: each depends on the corpus's size and mean chunk
+    length, which every ingest changes, so storing them would make a small change
+    reweigh every posting. ``tf`` is the base as read (it may be a read-only
+    mapping shared by every process); a delta adds the new chunks' rows in
+    ``extra`` and marks the removed ones not ``live``, and keeps ``lengths`` and
+    ``df`` current, so that nothing of the postings' size is copied."""
 
     version: int
-    chunk_ids: np.ndarray     # row -> chunk_id, ascending
-    bm25: sp.csc_matrix       # chunks × graph nodes
-    tf: np.ndarray            # term frequency of each entry of bm25 (same order)
+    chunk_ids: np.ndarray     # row -> chunk_id, ascending (rows removed since the base stay, not live)
+    tf: sp.csc_matrix         # rows × graph nodes
     lengths: np.ndarray       # row -> chunk length in tokens
     df: np.ndarray            # column -> document frequency
     # each chunk's embedding, unit length (float32): the rerank's cosines are one
     # product here instead of a query over the pool (docs/SCALING.md: memory)
     vectors: Vectors
+    extra: sp.csc_matrix | None = None    # rows × nodes: the postings of rows added since the base
+    live: np.ndarray | None = None        # bool per row (None: every row)
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (what a process pays for the cache)."""
-        m = self.bm25
-        return int(sum(a.nbytes for a in (m.data, m.indices, m.indptr, self.chunk_ids, self.tf, self.lengths,
-                                          self.df))) + self.vectors.nbytes
+        arrays = [self.tf.data, self.tf.indices, self.tf.indptr, self.chunk_ids, self.lengths, self.df]
+        if self.extra is not None:
+            arrays += [self.extra.data, self.extra.indices, self.extra.indptr]
+        if self.live is not None:
+            arrays.append(self.live)
+        return int(sum(a.nbytes for a in arrays)) + self.vectors.nbytes
+
+    @property
+    def entries(self) -> int:
+        """Stored postings, removed rows' included until a fold."""
+        return self.tf.nnz + (self.extra.nnz if self.extra is not None else 0)
+
+    @property
+    def changed_rows(self) -> int:
+        """Rows a delta added or removed since the base (what a fold would merge)."""
+        added = len(np.unique(self.extra.indices)) if self.extra is not None else 0
+        return added + (int((~self.live).sum()) if self.live is not None else 0)
+
+    @functools.cached_property
+    def statistics(self) -> tuple[float, float]:
+        """(chunks, mean length): BM25's N and avgdl over the live rows."""
+        lengths = self.lengths if self.live is None else self.lengths[self.live]
+        return float(len(lengths)), max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
+
+    def weights(self, columns: np.ndarray | list[int]) -> sp.csc_matrix:
+        """Okapi BM25 of every live row for the graph nodes ``columns`` (rows ×
+        len(columns)), as ``pgrag.bm25`` computes it."""
+        cols = np.asarray(columns, dtype=np.int64)
+        sub = self.tf[:, cols]
+        if self.extra is not None:
+            sub = (sub + self.extra[:, cols]).tocsc()
+        if self.live is not None:
+            dead = ~self.live[sub.indices]
+            if dead.any():
+                sub = sp.csc_matrix((np.where(dead, 0.0, sub.data), sub.indices, sub.indptr), shape=sub.shape)
+                sub.eliminate_zeros()
+        n, avgdl = self.statistics
+        col = np.repeat(np.arange(len(cols)), np.diff(sub.indptr))
+        d = self.df.astype(np.float64)[cols][col]
+        idf = np.log(1 + (n - d + 0.5) / (d + 0.5))
+        dl = self.lengths.astype(np.float64)[sub.indices]
+        tf = np.asarray(sub.data, dtype=np.float64)
+        weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+        return sp.csc_matrix((weight, sub.indices, sub.indptr), shape=sub.shape)
+
+    @property
+    def bm25(self) -> sp.csc_matrix:
+        """Every weight (rows × nodes; tests and oracles: a copy of the postings' size)."""
+        return self.weights(np.arange(self.tf.shape[1]))
 
     def bm25_top(self, columns: list[int], depth: int) -> list[int]:
         """The ``depth`` best chunk ids by Okapi BM25 for query tokens ``columns``
         (graph node indexes, each counted once), best first, ties by chunk id:
-        the ranking of SQL's ``pgrag.bm25`` from the cached weights."""
+        the ranking of SQL's ``pgrag.bm25`` from the cached postings."""
         columns = sorted(set(columns))
         if not columns or depth <= 0:
             return []
-        sub = self.bm25[:, columns]
+        sub = self.weights(columns)
         rows = np.unique(sub.indices)
         if not len(rows):
             return []
@@ -150,7 +208,7 @@ class Postings:
                                                    np.asarray(seeds, dtype=np.int64)]), return_inverse=True)
         w = np.zeros(len(columns))
         np.add.at(w, where[:len(nodes)], np.asarray(weights, dtype=np.float64))
-        sub = self.bm25[:, columns]
+        sub = self.weights(columns)
         if not bm25:
             sub = sp.csc_matrix((np.ones_like(sub.data), sub.indices, sub.indptr), shape=sub.shape)
         rows = np.unique(sub.indices)
@@ -177,7 +235,9 @@ def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray,
     col = np.searchsorted(graph_tokens, token)
     counts = sp.csc_matrix((tf.astype(np.float64), (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
     counts.sort_indices()
-    return weighted(version, np.asarray(chunk_ids, dtype=np.int64), counts, lengths, token_df, vectors)
+    return Postings(version=version, chunk_ids=np.asarray(chunk_ids, dtype=np.int64), tf=counts,
+                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(token_df, dtype=np.int64),
+                    vectors=vectors)
 
 
 def unit_rows(vectors: list[Any] | np.ndarray, dim: int) -> np.ndarray:
@@ -186,25 +246,6 @@ def unit_rows(vectors: list[Any] | np.ndarray, dim: int) -> np.ndarray:
     rows = [v.to_numpy() if hasattr(v, "to_numpy") else v for v in vectors]
     m = np.asarray(rows, dtype=np.float32).reshape(-1, dim)
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-
-
-def weighted(version: int, chunk_ids: np.ndarray, counts: sp.csc_matrix, lengths: np.ndarray,
-             df: np.ndarray, vectors: Vectors) -> Postings:
-    """BM25 weights for term-frequency ``counts`` (chunks × tokens, CSC), given each
-    chunk's length and each token's document frequency: every weight depends on
-    the corpus's size and mean length, so an ingest reweighs them all."""
-    n = float(len(chunk_ids))
-    avgdl = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
-    col = np.repeat(np.arange(counts.shape[1]), np.diff(counts.indptr))
-    d = df.astype(np.float64)[col]
-    idf = np.log(1 + (n - d + 0.5) / (d + 0.5))
-    dl = lengths.astype(np.float64)[counts.indices]
-    tf = np.asarray(counts.data, dtype=np.float64)
-    weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-    matrix = sp.csc_matrix((weight, counts.indices, counts.indptr), shape=counts.shape)
-    return Postings(version=version, chunk_ids=chunk_ids, bm25=matrix, tf=tf,
-                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(df, dtype=np.int64),
-                    vectors=vectors)
 
 
 def _read(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,7 +311,8 @@ class RankingIndex(NamedTuple):
 def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> RankingIndex:
     """The corpus's token graph and postings matrix, of one and the same version:
     from this process's cache, else mapped from the machine's shared files
-    (pgrag.graph_files), else read from the database and then shared."""
+    (pgrag.graph_files), each advanced by a delta when the corpus changed since
+    (a small overlay: ``advance``), else read from the database and then shared."""
     from . import graph_files
 
     key = (db.dsn, corpus_id)
@@ -284,20 +326,29 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     if pair is None and cached is not None and graph is not None and cached.version == graph.version < version:
         pair, source = advance(db, corpus_id, graph, cached), "delta"
     if pair is None:
+        # Another process may have shared an older version: map it and catch up.
+        older = graph_files.load(db, corpus_id, version, latest=True)
+        pair, source = (advance(db, corpus_id, *older), "delta") if older is not None else (None, "delta")
+    if pair is None:
         source = "database"
         pair = _from_database(db, corpus_id, attempts)
-    stem = graph_files.corpus_key(db, corpus_id) if source != "files" and graph_files.root() else None
+    stem = graph_files.corpus_key(db, corpus_id) if graph_files.root() else None
     if stem is not None and source == "database":
         _share(stem, pair)
-    elif stem is not None:
-        # Off the query's path: the next process maps the files once they exist.
-        threading.Thread(target=_share, args=(stem, pair), name="pgrag-share", daemon=True).start()
+    elif stem is not None and source == "delta" and pair[1].changed_rows > FOLD_SHARE * len(pair[1].chunk_ids):
+        # Off the query's path: fold the overlay into a new base, share it, and use it.
+        threading.Thread(target=_fold_and_share, args=(key, stem, pair), name="pgrag-fold", daemon=True).start()
     graph, postings = pair
+    _remember(key, db, corpus_id, graph, postings)
+    return RankingIndex(graph, postings, source)
+
+
+def _remember(key: tuple[str, int], db: "QueryRunner", corpus_id: int, graph: TokenGraph,
+              postings: Postings) -> None:
     with _cache_lock:
         if key not in _cache or _cache[key].version <= postings.version:
             _cache[key] = postings
     remember(db, corpus_id, graph)
-    return RankingIndex(graph, postings, source)
 
 
 def _share(key: str, pair: tuple[TokenGraph, Postings]) -> None:
@@ -309,151 +360,204 @@ def _share(key: str, pair: tuple[TokenGraph, Postings]) -> None:
         warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
 
 
-# Past this share of new chunks a full read is as cheap as a delta.
+def _fold_and_share(key: tuple[str, int], stem: str, pair: tuple[TokenGraph, Postings]) -> None:
+    """Fold an overlay into one base, publish it, and cache it in place of the
+    overlay while the cache still holds that version (no database: this runs
+    in a thread of its own, where a server backend could not use SPI)."""
+    from .graph import _cache as graphs, _cache_lock as graphs_lock
+
+    graph, postings = folded(*pair)
+    _share(stem, (graph, postings))
+    with _cache_lock, graphs_lock:
+        if key in _cache and _cache[key] is pair[1] and graphs.get(key) is pair[0]:
+            _cache[key], graphs[key] = postings, graph
+
+
+# Past this share of new or removed chunks a full read is as cheap as a delta.
 DELTA_MAX_SHARE = 0.1
+# Past this share of chunks changed since the base, an overlay is folded into a
+# new base (in the background): each query pays a little for every change it carries.
+FOLD_SHARE = 0.02
 
 
 def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Postings,
             max_share: float | None = None) -> tuple[TokenGraph, Postings] | None:
-    """The current version from a cached one plus what changed since: chunks
-    added (their postings, edges and vectors) and chunks removed (a delete, or
-    the old version of a replaced document: their rows go, and the edges among
-    their tokens are read again), with every token's document frequency. None
-    when more than ``max_share`` of the chunks changed, or when the corpus moved
-    on while reading: the caller reads the whole version instead. The result
-    equals a full read (tests/integration/test_delta.py)."""
+    """The current version from a cached one plus what changed since, as an
+    overlay on it: chunks added (their postings, edges and vectors, found by id:
+    ids only grow) and chunks removed (from the log pgrag.chunk_removal: their
+    rows stop being live, the edges among their tokens are read again), with
+    the document frequencies of the tokens they hold. Nothing proportional to
+    the corpus is read or copied but two vectors per node and per chunk. None
+    when more than ``max_share`` of the chunks changed, when the log does not
+    reach back to the cached version, or when the corpus moved on while
+    reading: the caller reads the whole version instead. The result ranks as a
+    full read does, and folds to it exactly (tests/integration/test_delta.py)."""
     share = DELTA_MAX_SHARE if max_share is None else max_share
     params = {"corpus_id": corpus_id}
+    live = len(postings.chunk_ids) if postings.live is None else int(postings.live.sum())
     with db.transaction() as conn:
-        version = conn.execute(query("graph_version"), params).fetchone()
-        chunks = conn.execute(query("chunk_lengths"), params).fetchall()
-        tokens = conn.execute(query("token_df"), params).fetchall()
-        change = _Change.of(postings, graph, np.fromiter((c[0] for c in chunks), np.int64, len(chunks)),
-                            np.fromiter((t[0] for t in tokens), np.int64, len(tokens)))
-        if (version is None or int(version[0]) <= graph.version or change is None
-                or change.size > share * max(len(postings.chunk_ids), 1)):
+        start = conn.execute(query("delta_start"), params).fetchone()
+        if start is None or int(start[0]) <= graph.version or graph.version < int(start[1]):
             return None
+        known = int(postings.chunk_ids[-1]) if len(postings.chunk_ids) else 0
+        fresh = conn.execute(query("chunks_after"), {**params, "after": known}).fetchall()
+        removals = conn.execute(query("removals_since"), {**params, "since": graph.version}).fetchall()
+        removed, removed_tokens = _held(postings, removals)
+        if len(fresh) + len(removed) > share * max(live, 1):
+            return None
+        fresh_ids = np.array([c[0] for c in fresh], dtype=np.int64)
         after = int(graph.token_ids[-1]) if graph.nodes else 0
         new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
-        fresh = change.fresh.tolist()
-        rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
-        edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh}).fetchall()
-        pa, pb = change.pairs(postings, graph)
+        rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
+        edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
+        pa, pb = _pairs(removed_tokens)
         now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
-        fresh_vectors = _vectors(conn, corpus_id, change.fresh)
+        touched = np.unique(np.concatenate([np.array([r[1] for r in rows], dtype=np.int64), *removed_tokens]))
+        dfs = conn.execute(query("token_df_of"), {**params, "token_ids": touched.tolist()}).fetchall()
+        fresh_vectors = _vectors(conn, corpus_id, fresh_ids)
         again = conn.execute(query("graph_version"), params).fetchone()
-    if (again is None or again[0] != version[0] or fresh_vectors is None
-            or [t[0] for t in new_terms] != change.token_ids[int(change.kept_nodes.sum()):].tolist()):
+    if again is None or int(again[0]) != int(start[0]) or fresh_vectors is None:
         return None
-    vectors = postings.vectors.added(change.fresh, fresh_vectors, postings.chunk_ids[change.kept_rows])
-    v = int(version[0])
-    new_graph = _advanced_graph(v, graph, change, new_terms, edges, (pa, pb, now))
+    v = int(start[0])
+    df = dict(dfs)
+    new_graph = _advanced_graph(v, graph, new_terms, edges, (pa, pb, now),
+                                touched[[int(t) not in df for t in touched]])
     if new_graph is None:
         return None
-    counts = _advanced_counts(postings, change, rows)
-    lengths = np.fromiter((c[1] for c in chunks), np.int64, len(chunks))
-    df = np.fromiter((t[1] for t in tokens), np.int64, len(tokens))
-    return new_graph, weighted(v, change.chunk_ids, counts, lengths, df, vectors)
+    lengths = np.array([c[1] for c in fresh], dtype=np.int64)
+    return new_graph, _advanced_postings(v, postings, new_graph, fresh_ids, lengths, rows, removed,
+                                         (touched, np.array([df.get(int(t), 0) for t in touched], dtype=np.int64)),
+                                         fresh_vectors)
 
 
-@dataclass(frozen=True)
-class _Change:
-    """What a delta applies: the chunks and tokens kept from the cached version
-    (masks over its rows and nodes) and the chunks added since."""
-
-    chunk_ids: np.ndarray      # the current chunks, ascending
-    token_ids: np.ndarray      # the current tokens, ascending
-    kept_rows: np.ndarray      # bool per cached chunk row
-    kept_nodes: np.ndarray     # bool per cached graph node
-    fresh: np.ndarray          # chunk ids added since
-
-    @property
-    def size(self) -> int:
-        return len(self.fresh) + int((~self.kept_rows).sum())
-
-    @classmethod
-    def of(cls, postings: Postings, graph: TokenGraph, chunk_ids: np.ndarray,
-           token_ids: np.ndarray) -> "_Change | None":
-        """None unless the current ids are the cached ones kept plus new ones
-        above them (ids only grow), which is what the delta can apply."""
-        kept_rows = np.isin(postings.chunk_ids, chunk_ids)
-        kept_nodes = np.isin(graph.token_ids, token_ids)
-        fresh = chunk_ids[len(postings.chunk_ids[kept_rows]):]
-        if (not np.array_equal(chunk_ids[:len(chunk_ids) - len(fresh)], postings.chunk_ids[kept_rows])
-                or (len(fresh) and len(postings.chunk_ids) and fresh[0] <= postings.chunk_ids[-1])
-                or not np.array_equal(token_ids[:int(kept_nodes.sum())], graph.token_ids[kept_nodes])):
-            return None
-        return cls(chunk_ids=chunk_ids, token_ids=token_ids, kept_rows=kept_rows, kept_nodes=kept_nodes,
-                   fresh=fresh)
-
-    def pairs(self, postings: Postings, graph: TokenGraph) -> tuple[np.ndarray, np.ndarray]:
-        """Token id pairs (a < b) that co-occur in a removed chunk: the only edges a
-        removal can change (an edge joins two tokens of one chunk)."""
-        removed = np.flatnonzero(~self.kept_rows)
-        if not len(removed):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        rows = postings.bm25.tocsr()[removed]
-        found = []
-        for r in range(rows.shape[0]):
-            cols = rows.indices[rows.indptr[r]:rows.indptr[r + 1]]
-            i, j = np.triu_indices(len(cols), 1)
-            found.append(np.stack([cols[i], cols[j]], axis=1))
-        pair = np.unique(np.concatenate(found), axis=0)
-        a, b = graph.token_ids[pair[:, 0]], graph.token_ids[pair[:, 1]]
-        return np.minimum(a, b), np.maximum(a, b)
+def _held(postings: Postings, removals: list[tuple]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The live rows of the removed chunks, and the tokens each held."""
+    rows, tokens = [], []
+    for chunk_id, held in removals:
+        row = int(np.searchsorted(postings.chunk_ids, chunk_id))
+        if (row < len(postings.chunk_ids) and postings.chunk_ids[row] == chunk_id
+                and (postings.live is None or postings.live[row])):
+            rows.append(row)
+            tokens.append(np.asarray(held, dtype=np.int64))
+    return np.array(rows, dtype=np.int64), tokens
 
 
-def _advanced_graph(version: int, graph: TokenGraph, change: _Change, new_terms: list[tuple],
-                    edges: list[tuple], removed: tuple[np.ndarray, np.ndarray, list[tuple]]) -> TokenGraph | None:
-    """The cached weights with the new chunks' edges added, the removed chunks'
-    pairs set to their current weights, and the tokens gone dropped; None if a
-    dropped token still has an edge (then the caller reads everything)."""
+def _pairs(token_sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Token id pairs (a < b) that co-occur in one of ``token_sets``: the only
+    edges a removal can change (an edge joins two tokens of one chunk)."""
+    found = []
+    for held in token_sets:
+        ids = np.unique(held)
+        i, j = np.triu_indices(len(ids), 1)
+        found.append(np.stack([ids[i], ids[j]], axis=1))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pair = np.unique(np.concatenate(found), axis=0)
+    return pair[:, 0], pair[:, 1]
+
+
+def _at(m: sp.csr_matrix | None, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The entries of ``m`` at (rows[i], cols[i]) (zero where none is stored)."""
+    if m is None or not len(rows):
+        return np.zeros(len(rows))
+    return np.asarray(m[rows, cols]).ravel().astype(np.float64)
+
+
+def _advanced_graph(version: int, graph: TokenGraph, new_terms: list[tuple], edges: list[tuple],
+                    removed: tuple[np.ndarray, np.ndarray, list[tuple]], gone_ids: np.ndarray) -> TokenGraph | None:
+    """The graph with the new tokens appended, the new chunks' edges added and the
+    removed chunks' pairs set to their current weights, all in ``extra``; the
+    tokens ``gone_ids`` leave the vocabulary. None if one of them still has an
+    edge (then the caller reads everything)."""
+    n0 = graph.nodes
     ext = np.concatenate([graph.token_ids, np.array([t[0] for t in new_terms], dtype=np.int64)])
     n = len(ext)
-    sym = _padded(weights_of(graph), (n, n))
+    weights = _padded(graph.weights, (n, n))
+    extra = _padded(graph.extra, (n, n)) if graph.extra is not None else None
     a, b, w = (np.array([e[i] for e in edges], dtype=np.int64 if i < 2 else np.float64) for i in range(3))
-    sym = (sym + edge_matrix(ext, a, b, w, n)).tocsr()
+    delta = edge_matrix(ext, a, b, w, n)
     pa, pb, now = removed
     if len(pa):
         current = {(int(x), int(y)): float(z) for x, y, z in now}
         target = np.array([current.get((int(x), int(y)), 0.0) for x, y in zip(pa, pb)])
         ia, ib = np.searchsorted(ext, pa), np.searchsorted(ext, pb)
-        present = np.asarray(sym[ia, ib]).ravel()
-        sym = (sym + edge_matrix(ext, pa, pb, target - present, n)).tocsr()
-        sym.eliminate_zeros()
-    keep = np.concatenate([change.kept_nodes, np.ones(len(new_terms), dtype=bool)])
-    if not keep.all():   # a fancy index copies every edge: only when a token went away
-        if sym[~keep].nnz:
-            return None
-        sym = sym[keep][:, keep].tocsr()
-    terms = Terms(graph.terms.by_node[change.kept_nodes]).extended([t[1] for t in new_terms])
-    return from_weights(version, change.token_ids, terms, sym)
+        present = _at(weights, ia, ib) + _at(extra, ia, ib) + _at(delta, ia, ib)
+        delta = (delta + edge_matrix(ext, pa, pb, target - present, n)).tocsr()
+    delta.sum_duplicates()
+    delta.eliminate_zeros()
+    at = delta.tocoo()
+    before = _at(weights, at.row, at.col) + _at(extra, at.row, at.col)
+    after_ = before + at.data
+    edge_count = graph.edges + (int(((before == 0) & (after_ != 0)).sum())
+                                - int(((before != 0) & (after_ == 0)).sum())) // 2
+    degree = np.concatenate([graph.degree, np.zeros(n - n0)]) + np.asarray(delta.sum(axis=0)).ravel()
+    gone = np.zeros(n, dtype=bool) if graph.gone is None else np.concatenate([graph.gone, np.zeros(n - n0, bool)])
+    gone[np.searchsorted(ext, gone_ids)] = True
+    if (degree[gone] != 0).any():
+        return None
+    merged = delta if extra is None else (extra + delta).tocsr()
+    merged.eliminate_zeros()
+    terms = graph.terms.extended([t[1] for t in new_terms])
+    index = graph.index.changed({t[1]: n0 + i for i, t in enumerate(new_terms)}, gone if gone.any() else None)
+    return TokenGraph(version=version, token_ids=ext, terms=terms, index=index, weights=weights, degree=degree,
+                      edges=edge_count, extra=merged, gone=gone if gone.any() else None)
 
 
-def _advanced_counts(postings: Postings, change: _Change, rows: list[tuple]) -> sp.csc_matrix:
-    """Term frequencies: the kept rows and columns of the cached ones, padded,
-    plus the new chunks' postings (chunks × tokens, CSC, sorted)."""
-    old = sp.csc_matrix((postings.tf, postings.bm25.indices, postings.bm25.indptr), shape=postings.bm25.shape)
-    if not change.kept_rows.all():
-        old = old[change.kept_rows].tocsc()
-    if not change.kept_nodes.all():
-        old = old[:, change.kept_nodes].tocsc()
-    counts = _padded(old, (len(change.chunk_ids), len(change.token_ids)))
+def _advanced_postings(version: int, postings: Postings, graph: TokenGraph, fresh: np.ndarray,
+                       lengths: np.ndarray, rows: list[tuple], removed: np.ndarray,
+                       df_now: tuple[np.ndarray, np.ndarray], fresh_vectors: np.ndarray) -> Postings:
+    """The postings with the new chunks' rows in ``extra``, the removed rows no
+    longer live, and the touched tokens' document frequencies current."""
+    r0, n = len(postings.chunk_ids), graph.nodes
+    chunk_ids = np.concatenate([postings.chunk_ids, fresh])
+    shape = (len(chunk_ids), n)
+    live = np.ones(r0, dtype=bool) if postings.live is None else postings.live.copy()
+    live[removed] = False
+    live = np.concatenate([live, np.ones(len(fresh), dtype=bool)])
+    df = np.concatenate([postings.df, np.zeros(n - len(postings.df), dtype=np.int64)])
+    touched, values = df_now
+    df[np.searchsorted(graph.token_ids, touched)] = values
     added = sp.csc_matrix((np.array([r[2] for r in rows], dtype=np.float64),
-                           (np.searchsorted(change.chunk_ids, [r[0] for r in rows]),
-                            np.searchsorted(change.token_ids, [r[1] for r in rows]))),
-                          shape=(len(change.chunk_ids), len(change.token_ids)))
-    counts = (counts + added).tocsc()
-    counts.sort_indices()
-    return counts
+                           (np.searchsorted(chunk_ids, [r[0] for r in rows]).astype(np.int64),
+                            np.searchsorted(graph.token_ids, [r[1] for r in rows]).astype(np.int64))), shape=shape)
+    extra = added if postings.extra is None else (_padded(postings.extra, shape) + added).tocsc()
+    vectors = postings.vectors.added(fresh, fresh_vectors, postings.chunk_ids[live[:r0]])
+    return Postings(version=version, chunk_ids=chunk_ids, tf=_padded(postings.tf, shape),
+                    lengths=np.concatenate([postings.lengths, lengths]), df=df, vectors=vectors,
+                    extra=extra, live=None if live.all() else live)
 
 
 def _padded(m: sp.csr_matrix | sp.csc_matrix, shape: tuple[int, int]) -> sp.csr_matrix | sp.csc_matrix:
-    """``m`` with empty rows and columns appended up to ``shape`` (a new matrix:
-    ``m`` may be a read-only mapping)."""
+    """``m`` grown to ``shape`` with empty rows and columns, sharing its data and
+    indices (they may be a read-only mapping: nothing of the matrix's size is
+    copied, only the pointer array is extended)."""
     major = shape[0] if isinstance(m, sp.csr_matrix) else shape[1]
     indptr = np.concatenate([m.indptr, np.full(major + 1 - len(m.indptr), m.indptr[-1], dtype=m.indptr.dtype)])
-    return type(m)((np.array(m.data), np.array(m.indices), indptr), shape=shape)
+    return type(m)((m.data, m.indices, indptr.astype(m.indices.dtype, copy=False)), shape=shape, copy=False)
+
+
+def folded(graph: TokenGraph, postings: Postings) -> tuple[TokenGraph, Postings]:
+    """An overlay merged into one base without its gone tokens and removed rows
+    (copies of the graph's and the postings' size): what a full read of the
+    same version gives, and what the shared files hold."""
+    if graph.extra is None and graph.gone is None and postings.extra is None and postings.live is None:
+        return graph, postings
+    keep = np.ones(graph.nodes, dtype=bool) if graph.gone is None else ~graph.gone
+    rows = np.ones(len(postings.chunk_ids), dtype=bool) if postings.live is None else postings.live
+    w = graph.current_weights()
+    tf = postings.tf if postings.extra is None else (postings.tf + postings.extra).tocsc()
+    if not keep.all():
+        w = w[keep][:, keep]
+        tf = tf[:, keep]
+    if not rows.all():
+        tf = tf[rows]
+    tf = sp.csc_matrix(tf, copy=True)
+    tf.sum_duplicates()
+    tf.sort_indices()
+    new_graph = from_weights(graph.version, graph.token_ids[keep], Terms(graph.terms.by_node[keep]), w.tocsr())
+    ids = postings.chunk_ids[rows]
+    return new_graph, Postings(version=postings.version, chunk_ids=ids, tf=tf, lengths=postings.lengths[rows],
+                               df=postings.df[keep], vectors=Vectors.of(ids, postings.vectors.rows(ids)))
 
 
 def _from_database(db: "QueryRunner", corpus_id: int, attempts: int) -> tuple[TokenGraph, Postings]:

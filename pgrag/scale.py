@@ -144,11 +144,10 @@ def graph_cache(db: Any, corpus_id: int) -> dict[str, Any]:
     read_ms, (graph, index) = _ms(lambda: postings._from_database(db, corpus_id, 5))
     write_ms, folder = _ms(lambda: graph_files.save(db, corpus_id, graph, index))
     map_ms, mapped = _ms(lambda: graph_files.load(db, corpus_id, graph.version))
-    t = graph.transition
-    graph_bytes = int(sum(a.nbytes for a in (t.data, t.indices, t.indptr, graph.token_ids, graph.degree,
-                                             graph.dangling, graph.terms.by_node, graph.index.sorted_terms,
-                                             graph.index.order)))
-    return {"nodes": graph.nodes, "edges": graph.edges, "postings": int(index.bm25.nnz),
+    w = graph.weights
+    graph_bytes = int(sum(a.nbytes for a in (w.data, w.indices, w.indptr, graph.token_ids, graph.degree,
+                                             graph.terms.by_node, graph.index.sorted_terms, graph.index.order)))
+    return {"nodes": graph.nodes, "edges": graph.edges, "postings": int(index.entries),
             "read_from_database_ms": round(read_ms, 1), "write_files_ms": round(write_ms, 1),
             "map_files_ms": round(map_ms, 1), "shared": folder is not None and mapped is not None,
             "graph_bytes": graph_bytes, "postings_bytes": index.nbytes - index.vectors.nbytes,

@@ -159,11 +159,33 @@ DECLARE
     ea bigint[];
     eb bigint[];
     ew bigint[];
+    v bigint;
+    cutoff bigint;
 BEGIN
     SELECT coalesce(array_agg(c.chunk_id), '{}') INTO chunks
     FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
 
     IF cardinality(chunks) > 0 THEN
+        v := pgrag.bump_graph_version(p_corpus);
+        -- What a cached ranking index needs to apply this removal as a delta
+        -- (pgrag.postings.advance): the chunks and the tokens they held.
+        INSERT INTO pgrag.chunk_removal (corpus_id, chunk_id, version, tokens)
+        SELECT p_corpus, ct.chunk_id, v, array_agg(ct.token_id ORDER BY ct.token_id)
+        FROM pgrag.chunk_token ct
+        WHERE ct.corpus_id = p_corpus AND ct.chunk_id = ANY (chunks)
+        GROUP BY ct.chunk_id
+        ON CONFLICT (corpus_id, chunk_id) DO NOTHING;
+        -- A cache that missed more removals than a tenth of the corpus's chunks
+        -- reads the corpus whole anyway (pgrag.postings.DELTA_MAX_SHARE), so the
+        -- log keeps only the newest such tenth and says where it starts.
+        SELECT r.version INTO cutoff FROM pgrag.chunk_removal r
+        WHERE r.corpus_id = p_corpus ORDER BY r.version DESC
+        OFFSET (SELECT count(*) / 10 + 1 FROM pgrag.chunk c WHERE c.corpus_id = p_corpus) LIMIT 1;
+        IF cutoff IS NOT NULL THEN
+            DELETE FROM pgrag.chunk_removal r WHERE r.corpus_id = p_corpus AND r.version <= cutoff;
+            UPDATE pgrag.graph_version g SET logged_from = greatest(g.logged_from, cutoff)
+            WHERE g.corpus_id = p_corpus;
+        END IF;
         -- The chunks' edge counts first, as values: a function that reads tables,
         -- joined in a DELETE, would be pushed into the shard by Citus.
         SELECT array_agg(x.token_a), array_agg(x.token_b), array_agg(x.weight) INTO ea, eb, ew
@@ -185,7 +207,6 @@ BEGIN
 
         DELETE FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.chunk_id = ANY (chunks);
         DELETE FROM pgrag.token t WHERE t.corpus_id = p_corpus AND t.df = 0;
-        PERFORM pgrag.bump_graph_version(p_corpus);
     END IF;
 
     DELETE FROM pgrag.sentence s WHERE s.corpus_id = p_corpus AND s.document_id = ANY (p_documents);

@@ -733,6 +733,27 @@ SELECT current_database(), (SELECT oid FROM pg_database WHERE datname = current_
        current_setting('port'), (extract(epoch FROM c.created_at) * 1000000)::bigint
 FROM pgrag.corpus c WHERE c.corpus_id = %(corpus_id)s;
 
+-- name: delta_start
+-- The graph version and the oldest version a delta can start from: the removal
+-- log (pgrag.chunk_removal) holds every removal made after logged_from.
+SELECT version, logged_from FROM pgrag.graph_version WHERE corpus_id = %(corpus_id)s;
+
+-- name: chunks_after
+-- Chunks added since a cached index (ids above its largest: ids only grow), with
+-- their lengths in tokens.
+SELECT chunk_id, n_tokens FROM pgrag.chunk
+WHERE corpus_id = %(corpus_id)s AND chunk_id > %(after)s ORDER BY chunk_id;
+
+-- name: removals_since
+-- Chunks removed after a graph version, with the tokens they held.
+SELECT chunk_id, tokens FROM pgrag.chunk_removal
+WHERE corpus_id = %(corpus_id)s AND version > %(since)s ORDER BY chunk_id;
+
+-- name: token_df_of
+-- The document frequencies of some tokens (those gone from the vocabulary have no row).
+SELECT token_id, df FROM pgrag.token
+WHERE corpus_id = %(corpus_id)s AND token_id = ANY (%(token_ids)s::bigint[]) ORDER BY token_id;
+
 -- name: tokens_after
 -- Tokens added since a cached graph (ids above its largest), with their terms.
 SELECT token_id, term FROM pgrag.token

@@ -109,7 +109,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     graph, postings, source = ranking_index(ctx.db, ctx.id)
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
-               postings=postings.bm25.nnz, source=source)
+               postings=postings.entries, source=source)
 
     best: dict[int, _Scored] = {}
     seen: set[str] = set()
@@ -145,7 +145,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
     """Top-γ nodes and their L1-normalised weights (PPR, or degree for the ablation)."""
     if settings.centrality == "degree":
-        neighbourhood = np.unique(np.concatenate([seeds, graph.transition[:, seeds].nonzero()[0]]))
+        neighbourhood = np.unique(np.concatenate([seeds, graph.neighbours(np.asarray(seeds))[0]]))
         scores = np.zeros(graph.nodes)
         scores[neighbourhood] = graph.degree[neighbourhood]
         iterations = 0

@@ -246,6 +246,10 @@ HOT = {  # queries.sql statements that the methods run per question, with values
     "corpus_dim": lambda kb, ids: {"corpus_id": kb.id},
     # the delta after a small change (postings.advance)
     "postings_of_chunks": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids[:2]},
+    "delta_start": lambda kb, ids: {"corpus_id": kb.id},
+    "chunks_after": lambda kb, ids: {"corpus_id": kb.id, "after": ids[-1]},
+    "removals_since": lambda kb, ids: {"corpus_id": kb.id, "since": 0},
+    "token_df_of": lambda kb, ids: {"corpus_id": kb.id, "token_ids": [1, 2, 3]},
     "edges_of_pairs": lambda kb, ids: {"corpus_id": kb.id, "a": [1, 2], "b": [3, 4]},
     "chunk_entities": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_texts": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},

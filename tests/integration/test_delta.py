@@ -10,7 +10,7 @@ import pytest
 
 from pgrag import graph, postings
 from pgrag.graph import load_graph
-from pgrag.postings import load_postings, ranking_index
+from pgrag.postings import folded, load_postings, ranking_index
 
 NEW = [{"id": f"n{i}", "title": f"Waldrada {i}",
         "text": f"Waldrada {i} was the mistress of Lothair II and lived in Zanzibar{i}. She had a son, Hugh."}
@@ -25,18 +25,44 @@ def kb(db, wiki_docs):
 
 
 def assert_same_as_a_full_read(db, kb, index) -> None:
+    """The overlay folds to exactly what a full read gives, and ranks as it does
+    before folding (PPR by token, BM25 pools by chunk)."""
     full_graph = load_graph(db, kb.id)
     full = load_postings(db, kb.id, full_graph)
     assert full is not None and index.graph.version == full_graph.version == full.version
-    g = index.graph
+    g, p = folded(index.graph, index.postings)
     assert np.array_equal(g.token_ids, full_graph.token_ids) and g.terms == full_graph.terms
-    assert abs(g.transition - full_graph.transition).max() < 1e-15
+    assert (g.weights != full_graph.weights).nnz == 0 and g.edges == full_graph.edges == index.graph.edges
     assert np.array_equal(g.degree, full_graph.degree) and np.array_equal(g.dangling, full_graph.dangling)
-    assert np.array_equal(index.postings.chunk_ids, full.chunk_ids)
-    assert abs(index.postings.bm25 - full.bm25).max() < 1e-12
-    assert np.array_equal(index.postings.vectors.rows(full.chunk_ids), full.vectors.rows(full.chunk_ids))
+    assert np.array_equal(p.chunk_ids, full.chunk_ids) and np.array_equal(p.df, full.df)
+    assert (p.tf != full.tf).nnz == 0 and np.array_equal(p.lengths, full.lengths)
+    assert abs(p.bm25 - full.bm25).max() < 1e-12
+    assert np.array_equal(p.vectors.rows(full.chunk_ids), full.vectors.rows(full.chunk_ids))
     every = [full_graph.terms[i] for i in range(full_graph.nodes)]
     assert [g.index[t] for t in every] == list(range(full_graph.nodes))
+    # the overlay as queries use it, unfolded
+    overlay = index.graph
+    nodes = [overlay.index[t] for t in every]
+    assert np.array_equal(overlay.token_ids[nodes], full_graph.token_ids)
+    for i in np.flatnonzero(overlay.gone) if overlay.gone is not None else []:
+        assert overlay.index.get(overlay.terms[i]) != i     # gone, or back as a new token
+    for seeds in (every[:3], every[10:12], every[-4:]):
+        mine = graph.push_pagerank(overlay, [overlay.index[t] for t in seeds])
+        theirs = graph.push_pagerank(full_graph, [full_graph.index[t] for t in seeds])
+        # push's order of work follows node indexes, which the gone nodes shift:
+        # both are within its documented per-node bound of the true PPR
+        epsilon = 1e-4 * graph.PUSH_EPSILON_PER_TOLERANCE
+        assert (abs(mine.scores[nodes] - theirs.scores) <= 2 * epsilon * full_graph.degree + 1e-15).all()
+        assert abs(mine.scores.sum() - 1) < 1e-9        # no mass on the gone nodes
+        exact = graph.personalized_pagerank(overlay, [overlay.index[t] for t in seeds])
+        assert np.allclose(exact.scores[nodes], graph.personalized_pagerank(
+            full_graph, [full_graph.index[t] for t in seeds]).scores, rtol=0, atol=1e-12)
+        pool = index.postings.pool(np.array([overlay.index[t] for t in seeds]), np.ones(len(seeds)), [],
+                                   threshold=1.0, max_pool=10_000)
+        expected = full.pool(np.array([full_graph.index[t] for t in seeds]), np.ones(len(seeds)), [],
+                             threshold=1.0, max_pool=10_000)
+        assert [c for c, _, _ in pool] == [c for c, _, _ in expected]
+        assert np.allclose([r for _, r, _ in pool], [r for _, r, _ in expected], rtol=0, atol=1e-12)
 
 
 def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
@@ -66,7 +92,8 @@ def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, mon
     before = ranking_index(db, kb.id)
     kb.delete(["minaj"])                      # her words that no other document has leave the vocabulary
     gone = ranking_index(db, kb.id)
-    assert gone.source == "delta" and gone.graph.nodes < before.graph.nodes
+    assert gone.source == "delta" and gone.graph.gone is not None    # her tokens stay as isolated nodes
+    assert folded(*gone[:2])[0].nodes == before.graph.nodes - int(gone.graph.gone.sum()) < before.graph.nodes
     assert_same_as_a_full_read(db, kb, gone)
     doc = next(d for d in wiki_docs if d["id"] == "lothair")
     kb.ingest([{"id": doc["id"], "title": doc["title"], "text": doc["text"] + " Zanzibar hosted it in 1999."}],
@@ -116,3 +143,31 @@ def test_a_server_backend_applies_the_delta_too(db, database_uri):
     python = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
     assert [h["chunk_id"] for h in after["hits"]] == [h.provenance.chunk_id for h in python]
     assert np.allclose([h["score"] for h in after["hits"]], [h.score for h in python], rtol=0, atol=1e-9)
+
+
+def test_an_overlay_past_the_fold_share_is_folded_in_the_background(db, kb, monkeypatch):
+    """The query that applies the delta gets the overlay; a thread folds it into
+    a new base, shares it as files and puts it in the cache in its place."""
+    import threading
+
+    from pgrag import graph_files
+
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(postings, "FOLD_SHARE", 0.0)
+    graph.clear_cache()
+    postings.clear_cache()
+    ranking_index(db, kb.id)
+    kb.ingest(NEW, progress=False)
+    overlay = ranking_index(db, kb.id)
+    assert overlay.source == "delta" and overlay.graph.extra is not None
+    for thread in threading.enumerate():
+        if thread.name == "pgrag-fold":
+            thread.join(timeout=60)
+    after = ranking_index(db, kb.id)
+    assert after.source == "memory" and after.graph.version == overlay.graph.version
+    assert after.graph.extra is None and after.postings.extra is None and after.postings.live is None
+    assert_same_as_a_full_read(db, kb, after)
+    graph.clear_cache()
+    postings.clear_cache()
+    assert graph_files.load(db, kb.id, overlay.graph.version) is not None
+    assert ranking_index(db, kb.id).source == "files"

@@ -57,11 +57,11 @@ def test_a_version_is_written_once_then_mapped(db, kb):
     forget()
     mapped_index = ranking_index(db, kb.id)
     assert mapped_index.source == "files"
-    assert all(mapped(a) for a in (mapped_index.graph.transition.data, mapped_index.graph.transition.indices,
-                                   mapped_index.postings.bm25.data, mapped_index.graph.terms.by_node))
-    assert not mapped(first.graph.transition.data)
-    assert (mapped_index.graph.transition != first.graph.transition).nnz == 0
-    assert (mapped_index.postings.bm25 != first.postings.bm25).nnz == 0
+    assert all(mapped(a) for a in (mapped_index.graph.weights.data, mapped_index.graph.weights.indices,
+                                   mapped_index.postings.tf.data, mapped_index.graph.terms.by_node))
+    assert not mapped(first.graph.weights.data)
+    assert (mapped_index.graph.weights != first.graph.weights).nnz == 0
+    assert (mapped_index.postings.tf != first.postings.tf).nnz == 0
     assert [mapped_index.graph.terms[i] for i in range(mapped_index.graph.nodes)] == [
         first.graph.terms[i] for i in range(first.graph.nodes)]
     assert ranking_index(db, kb.id).source == "memory"
@@ -89,6 +89,28 @@ def test_an_ingest_publishes_a_new_version_and_removes_the_old(db, kb):
     assert "waldrada" in new.graph.index
 
 
+def test_a_process_maps_an_older_version_and_applies_the_delta(db, kb, monkeypatch):
+    """After a small change a process without a cache maps the newest shared
+    version before it and catches up by the delta: the base stays the mapped
+    one, and it ranks as a full read does."""
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(postings, "FOLD_SHARE", 1.0)      # no fold: the overlay stays on the mapped base
+    forget()
+    base = ranking_index(db, kb.id).graph.version
+    kb.ingest([{"id": "w", "title": "Waldrada", "text": "Waldrada was the mistress of Lothair II."}], progress=False)
+    forget()
+    index = ranking_index(db, kb.id)
+    assert index.source == "delta" and index.graph.version > base and "waldrada" in index.graph.index
+    assert mapped(index.graph.weights.data) and mapped(index.postings.tf.data)
+    hits = [(h.provenance.chunk_id, h.score) for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
+    forget()
+    again = kb.retrieve(QUESTION, method="tigrag", k=5)
+    assert again.trace.steps[1]["source"] == "database"
+    assert [c for c, _ in hits] == [h.provenance.chunk_id for h in again]
+    assert np.allclose([s for _, s in hits], [h.score for h in again], rtol=0, atol=1e-9)
+
+
 def test_another_process_maps_the_same_files(db, kb, database_uri):
     forget()
     ranking_index(db, kb.id)
@@ -100,7 +122,7 @@ def test_another_process_maps_the_same_files(db, kb, database_uri):
         index = ranking_index(db, kb.id)
         hits = kb.retrieve({QUESTION!r}, method="tigrag", k=5)
         from tests.integration.test_graph_files import mapped
-        print(json.dumps({{"source": index.source, "mapped": mapped(index.graph.transition.data),
+        print(json.dumps({{"source": index.source, "mapped": mapped(index.graph.weights.data),
                           "hits": [[h.provenance.chunk_id, h.score] for h in hits]}}))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
