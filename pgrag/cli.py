@@ -350,7 +350,7 @@ def query(question: str, corpus: str, method: str, k: int, llm_base_url: str | N
 @dsn_option
 @json_option
 def corpora(dsn: str | None, as_json: bool) -> None:
-    """List corpora with their model and size."""
+    """List corpora with their model, size and method families."""
     rows = _connect(dsn).corpora()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -358,8 +358,10 @@ def corpora(dsn: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no corpora")
     for r in rows:
+        families = ",".join(r["families"]) or "none"
         click.echo(f"{r['name']}\t{r['documents']} documents\t{r['chunks']} chunks\t{r['tokens']} tokens\t"
-                   f"{r['edges']} edges\t{r['pending']} pending\t{r['embedding_model']} ({r['embedding_dim']}d)")
+                   f"{r['edges']} edges\t{r['pending']} pending\t{r['embedding_model']} ({r['embedding_dim']}d)\t"
+                   f"families: {families}")
 
 
 @main.command()

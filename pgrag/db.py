@@ -146,9 +146,10 @@ class Database:
         return kb
 
     def corpora(self) -> list[dict[str, Any]]:
-        """Every corpus with its model and size."""
-        cols = ("name", "embedding_model", "embedding_dim", "documents", "chunks", "tokens", "edges", "pending")
-        return [dict(zip(cols, row)) for row in self.fetchall("list_corpora")]
+        """Every corpus with its model, size and the method families it maintains."""
+        cols = ("name", "embedding_model", "embedding_dim", "documents", "chunks", "tokens", "edges", "pending",
+                "families")
+        return [{**dict(zip(cols, row)), "families": list(row[8] or ())} for row in self.fetchall("list_corpora")]
 
     def drop_corpus(self, name: str) -> None:
         """Delete a corpus and everything derived from it."""

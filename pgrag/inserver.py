@@ -164,6 +164,17 @@ def threadrag_index(db: Any, corpus: str) -> dict[str, Any]:
     return dataclasses.asdict(build_semantic_nodes(_context(db, corpus), progress=False))
 
 
+def threadrag_disable(db: Any, corpus: str, drop: Any) -> dict[str, Any]:
+    """Stop maintaining ThreadRAG's semantic nodes (``drop``: delete them too)."""
+    from . import families
+
+    if not isinstance(drop, bool):
+        raise InputError("drop must be true or false")
+    ctx = _context(db, corpus)
+    dropped = families.disable(db, ctx.id, "threadrag", drop=drop)
+    return {"dropped": dropped, "families": list(families.current(db, ctx.id))}
+
+
 def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
     """Triples and proposition embeddings for every chunk not yet processed by the
     extractor (``spacy``, or ``llm`` with the server's LLM settings); resumable."""
@@ -313,4 +324,5 @@ def _json_default(value: Any) -> Any:
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
     "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
     "llm_settings": show_llm_settings, "threadrag_index": threadrag_index,
+    "threadrag_disable": threadrag_disable,
 }

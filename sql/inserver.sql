@@ -139,6 +139,17 @@ AS $$
     SELECT pgrag._checked(pgrag._py('threadrag_index', jsonb_build_object('corpus', corpus)))
 $$;
 
+-- Stop maintaining ThreadRAG's semantic nodes for a corpus (later ingests skip
+-- them and ThreadRAG refuses to run until pgrag.threadrag_index is called
+-- again); with drop => true also delete the nodes and their edges. Returns
+-- {"dropped": rows deleted, "families": what the corpus still maintains}.
+CREATE OR REPLACE FUNCTION pgrag.threadrag_disable(corpus text, drop boolean DEFAULT false) RETURNS jsonb
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT pgrag._checked(pgrag._py('threadrag_disable', jsonb_build_object('corpus', corpus, 'drop', drop)))
+$$;
+
 -- Triples and their proposition embeddings for the chunks not yet processed by
 -- the extractor ('spacy', or 'llm' with the LLM settings above), as
 -- kb.extract_triples() does: a non-Python application prepares a corpus for

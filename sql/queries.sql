@@ -59,7 +59,7 @@ ON CONFLICT DO NOTHING;
 -- where correlated subqueries per corpus are refused.
 SELECT c.name, c.embedding_model, c.embedding_dim,
        coalesce(d.n, 0) AS documents, coalesce(k.n, 0) AS chunks, coalesce(t.n, 0) AS tokens,
-       coalesce(e.n, 0) AS edges, coalesce(d.pending, 0) AS pending
+       coalesce(e.n, 0) AS edges, coalesce(d.pending, 0) AS pending, c.families
 FROM pgrag.corpus c
 LEFT JOIN (SELECT corpus_id, count(*) AS n,
                   count(*) FILTER (WHERE indexed_hash IS DISTINCT FROM content_hash) AS pending

@@ -42,7 +42,8 @@ def test_ingest_query_corpora_delete(database_uri, tmp_path, wiki_docs):
 
     result = run("corpora", "--dsn", database_uri, "--json")
     [row] = json.loads(result.output)
-    assert row["name"] == "cli" and row["documents"] == 5 and row["pending"] == 0
+    assert row["name"] == "cli" and row["documents"] == 5 and row["pending"] == 0 and row["families"] == []
+    assert "families: none" in run("corpora", "--dsn", database_uri).output
 
     result = run("delete", "minaj", "--corpus", "cli", "--dsn", database_uri)
     assert "deleted 1" in result.output

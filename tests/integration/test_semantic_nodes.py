@@ -202,3 +202,22 @@ def test_disabling_stops_the_maintenance_and_can_drop_the_nodes(db, wiki_docs):
     assert kb.disable("threadrag", drop=True) == count and node_count(db, kb) == 0
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge WHERE corpus_id = %s", (kb.id,)).fetchone() == (0,)
+
+
+def test_disabling_from_sql(db, database_uri, wiki_docs):
+    """pgrag.threadrag_disable(corpus[, drop]): the same switch for an application
+    that talks SQL only; pgrag corpora lists what a corpus maintains."""
+    import psycopg
+
+    kb = db.corpus("sqloff", methods=["threadrag"])
+    kb.ingest(wiki_docs, progress=False)
+    count = node_count(db, kb)
+    assert count > 0 and next(c for c in db.corpora() if c["name"] == "sqloff")["families"] == ["threadrag"]
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        assert c.execute("SELECT pgrag.threadrag_disable('sqloff')").fetchone()[0] == {"dropped": 0, "families": []}
+        with pytest.raises(psycopg.Error, match="pgrag threadrag-index --corpus sqloff"):
+            c.execute("SELECT * FROM pgrag.retrieve('sqloff', 'Who was the mother of Lothair II?', 'threadrag', 3)")
+        assert c.execute("SELECT pgrag.threadrag_disable('sqloff', true)").fetchone()[0]["dropped"] == count
+        with pytest.raises(psycopg.Error, match="drop must be true or false"):
+            c.execute("SELECT pgrag._checked(pgrag._py('threadrag_disable', '{\"corpus\": \"sqloff\", \"drop\": 1}'))")
+    assert node_count(db, kb) == 0 and next(c for c in db.corpora() if c["name"] == "sqloff")["families"] == []
