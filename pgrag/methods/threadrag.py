@@ -176,11 +176,19 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     if llm is None:
         trace.step("fallback", note=ctx.llm_note, anchors="spaCy entities of the question")
     entities = _question_entities(ctx, question, llm, settings, trace)
-    q_vec = ctx.encode([question], trace)[0]
+    # The question and its entities in one encode and one retrieval round trip:
+    # the entities' rankings do not depend on the question's documents, which
+    # they only exclude afterwards.
+    vectors = ctx.encode([question, *entities], trace)
+    q_vec = vectors[0]
+    budget = settings.entity_documents * len(entities)
+    ranked, documents = _rankings(ctx, [question, *entities], vectors,
+                                  [_depth(settings, settings.documents)] + [_depth(settings, _share(budget, entities))]
+                                  * len(entities), settings, trace)
     state = _State()
-    first = _retrieve_documents(ctx, [question], [q_vec], settings.documents, [], settings, trace)[0]
+    first = _documents_of(ranked[0], documents, settings.documents, set())
     _add_documents(ctx, state, first, settings.local_weight, settings, trace)
-    targeted = _targeted(ctx, entities, settings.entity_documents * len(entities), state, settings, trace)
+    targeted = _targeted(ctx, entities, budget, state, settings, trace, prepared=(ranked[1:], documents))
     _add_documents(ctx, state, targeted, settings.remote_weight, settings, trace)
     if llm is None and settings.bridge_entities:
         bridges = _bridge_entities(state, question, entities, settings)
@@ -229,36 +237,42 @@ def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, ent
 # -- retrieval -----------------------------------------------------------------
 
 
-def _retrieve_documents(ctx: "Context", texts: list[str], vectors: list[np.ndarray], n: int, exclude: list[int],
-                        settings: ThreadragSettings, trace: Trace) -> list[list[int]]:
-    """For each text (with its embedding): the distinct documents of its top
-    ``depth`` chunks by ``settings.retrieval``, best first, minus ``exclude``, at
-    most ``n``. Hybrid is pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking
-    from the cached postings (pgrag.postings, no scan of the posting lists in
-    SQL) and the HNSW ranking of pgrag.dense (one round trip for all the texts)."""
+def _depth(settings: ThreadragSettings, n: int) -> int:
+    """Chunks pooled to find ``n`` documents."""
+    return max(settings.depth, n)
+
+
+def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depths: list[int],
+              settings: ThreadragSettings, trace: Trace) -> tuple[list[list[int]], dict[int, int]]:
+    """For each text (with its embedding): its top ``depths[i]`` chunks by
+    ``settings.retrieval``, and the document of every chunk ranked. Hybrid is
+    pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking from the cached
+    postings (pgrag.postings, no scan of the posting lists in SQL) and the HNSW
+    ranking of pgrag.dense (one round trip per distinct depth, for all its texts)."""
     t0 = time.perf_counter()
-    depth = max(settings.depth, n)
     lists: list[list[list[int]]] = [[] for _ in texts]
     if settings.retrieval in ("hybrid", "bm25"):
         index = ranking_index(ctx.db, ctx.id)
-        for ranked, text in zip(lists, texts):
+        for ranked, text, depth in zip(lists, texts, depths):
             terms = ctx.tokenize(text)
             ranked.append(index.postings.bm25_top([index.graph.index[t] for t in terms
                                                    if t in index.graph.index], depth))
     documents: dict[int, int] = {}
     if settings.retrieval in ("hybrid", "dense"):
-        dense: list[list[int]] = [[] for _ in texts]
-        for q, chunk_id, document_id in ctx.db.fetchall("dense_many", {
-                "corpus": ctx.name, "embeddings": list(vectors), "k": depth}):
-            dense[q - 1].append(chunk_id)
-            documents[chunk_id] = document_id
-        for ranked, d in zip(lists, dense):
-            ranked.append(d)
+        for depth in sorted(set(depths)):
+            at = [i for i, d in enumerate(depths) if d == depth]
+            dense: list[list[int]] = [[] for _ in at]
+            for q, chunk_id, document_id in ctx.db.fetchall("dense_many", {
+                    "corpus": ctx.name, "embeddings": [vectors[i] for i in at], "k": depth}):
+                dense[q - 1].append(chunk_id)
+                documents[chunk_id] = document_id
+            for i, d in zip(at, dense):
+                lists[i].append(d)
     wanted = sorted({c for ranked in lists for r in ranked for c in r} - documents.keys())
     if wanted:
         documents.update(ctx.db.fetchall("chunk_documents", {"corpus_id": ctx.id, "chunk_ids": wanted}))
     trace.time("retrieve", t0)
-    return [_documents_of(_fused(ranked, depth), documents, n, set(exclude)) for ranked in lists]
+    return [_fused(ranked, depth) for ranked, depth in zip(lists, depths)], documents
 
 
 def _fused(rankings: list[list[int]], depth: int, rrf_k: int = 60) -> list[int]:
@@ -281,15 +295,25 @@ def _documents_of(chunks: list[int], documents: dict[int, int], n: int, exclude:
     return out[:n]
 
 
+def _share(budget: int, entities: list[str]) -> int:
+    """Documents asked for each entity: ``budget`` split evenly, rounded up."""
+    return max(1, -(-budget // len(entities))) if entities else 0
+
+
 def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, settings: ThreadragSettings,
-              trace: Trace) -> list[int]:
+              trace: Trace, prepared: tuple[list[list[int]], dict[int, int]] | None = None) -> list[int]:
     """Up to ``budget`` new documents for the entities, taken in turn (each
-    entity's best new document first), so every entity gets its share."""
+    entity's best new document first), so every entity gets its share.
+    ``prepared``: the entities' chunk rankings, already retrieved."""
     if not entities or budget <= 0:
         return []
-    vectors = ctx.encode(entities, trace)
-    per_entity = max(1, -(-budget // len(entities)))
-    lists = _retrieve_documents(ctx, entities, vectors, per_entity, list(state.documents), settings, trace)
+    per_entity = _share(budget, entities)
+    if prepared is None:
+        vectors = ctx.encode(entities, trace)
+        prepared = _rankings(ctx, entities, vectors, [_depth(settings, per_entity)] * len(entities), settings, trace)
+    ranked, documents = prepared
+    seen = set(state.documents)
+    lists = [_documents_of(r, documents, per_entity, seen) for r in ranked]
     out: list[int] = []
     for rank in range(per_entity):
         for docs in lists:

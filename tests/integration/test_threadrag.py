@@ -46,14 +46,18 @@ def test_document_retrieval_equals_the_sql_functions(db, kb, retrieval, depth):
     texts = [QUESTION, "Ermengarde of Tours", "Nicki Minaj rapper", "Lotharingia king 855", "zzz unknown"]
     vectors = ctx.encode(texts)
     settings = threadrag.ThreadragSettings(retrieval=retrieval, depth=depth)
-    exclude = [1]
-    got = threadrag._retrieve_documents(ctx, texts, vectors, 4, exclude, settings, Trace(method="threadrag", query="q"))
+    exclude = {1}
+    # two depths in one call: one dense round trip each, every text with its own
+    depths = [depth, depth, depth + 2, depth + 2, depth]
+    ranked, chunk_documents = threadrag._rankings(ctx, texts, vectors, depths, settings,
+                                                  Trace(method="threadrag", query="q"))
+    got = [threadrag._documents_of(r, chunk_documents, 4, exclude) for r in ranked]
     with db.transaction() as conn:
-        for text, vector, documents in zip(texts, vectors, got):
+        for text, vector, d, documents in zip(texts, vectors, depths, got):
             rows = conn.execute(SQL_DOCUMENTS[retrieval] + " ORDER BY h.rank",
-                                {"c": kb.name, "q": text, "v": vector, "d": max(depth, 4)}).fetchall()
-            want = [d for d in dict.fromkeys(r[0] for r in rows) if d not in exclude][:4]
-            assert documents == want, (retrieval, text)
+                                {"c": kb.name, "q": text, "v": vector, "d": d}).fetchall()
+            want = [doc for doc in dict.fromkeys(r[0] for r in rows) if doc not in exclude][:4]
+            assert documents == want, (retrieval, text, d)
     assert any(got)
 
 
