@@ -39,15 +39,16 @@ if TYPE_CHECKING:
 K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag.tigrag_pool
 
 
-# Past this many blocks a delta merges them (one copy of every vector).
-MAX_VECTOR_BLOCKS = 8
+# Past this many blocks of chunk vectors an overlay is folded (in the
+# background: each lookup searches every block).
+MAX_VECTOR_BLOCKS = 32
 
 
 @dataclass(frozen=True)
 class Vectors:
     """Chunk embeddings (unit rows, float32) by chunk id, in blocks of ascending
     ids: a delta adds a block for the new chunks instead of copying every vector
-    (115 MB at 10x 2Wiki). Rows of deleted chunks may stay until a merge; only
+    (115 MB at 10x 2Wiki). Rows of deleted chunks stay until a fold; only
     current chunks are ever looked up."""
 
     blocks: tuple[tuple[np.ndarray, np.ndarray], ...]
@@ -74,14 +75,12 @@ class Vectors:
             raise PgragError(f"no cached vector for chunks {wanted[~found][:5].tolist()}")
         return out
 
-    def added(self, ids: np.ndarray, rows: np.ndarray, keep: np.ndarray) -> "Vectors":
-        """These vectors and those of chunks ``ids``; past MAX_VECTOR_BLOCKS one
-        block of the ``keep`` chunks (ascending) and the new ones."""
-        blocks = self.blocks + ((np.asarray(ids, dtype=np.int64), rows),)
-        if len(blocks) <= MAX_VECTOR_BLOCKS:
-            return Vectors(blocks)
-        every = np.concatenate([np.asarray(keep, dtype=np.int64), np.asarray(ids, dtype=np.int64)])
-        return Vectors.of(every, Vectors(blocks).rows(every))
+    def added(self, ids: np.ndarray, rows: np.ndarray) -> "Vectors":
+        """These vectors and a block of those of chunks ``ids`` (above every id
+        here): nothing is copied; a fold merges the blocks."""
+        if not len(ids):
+            return self
+        return Vectors(self.blocks + ((np.asarray(ids, dtype=np.int64), rows),))
 
     def merged(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, rows) in one block, ascending: what the shared files hold."""
@@ -335,7 +334,7 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     stem = graph_files.corpus_key(db, corpus_id) if graph_files.root() else None
     if stem is not None and source == "database":
         _share(stem, pair)
-    elif stem is not None and source == "delta" and pair[1].changed_rows > FOLD_SHARE * len(pair[1].chunk_ids):
+    elif source == "delta" and _wants_fold(pair[1]) and _folding.claim(key):
         # Off the query's path: fold the overlay into a new base, share it, and use it.
         threading.Thread(target=_fold_and_share, args=(key, stem, pair), name="pgrag-fold", daemon=True).start()
     graph, postings = pair
@@ -360,17 +359,49 @@ def _share(key: str, pair: tuple[TokenGraph, Postings]) -> None:
         warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
 
 
-def _fold_and_share(key: tuple[str, int], stem: str, pair: tuple[TokenGraph, Postings]) -> None:
-    """Fold an overlay into one base, publish it, and cache it in place of the
-    overlay while the cache still holds that version (no database: this runs
-    in a thread of its own, where a server backend could not use SPI)."""
+def _wants_fold(postings: Postings) -> bool:
+    return (postings.changed_rows > FOLD_SHARE * len(postings.chunk_ids)
+            or len(postings.vectors.blocks) > MAX_VECTOR_BLOCKS)
+
+
+class _Claims:
+    """Keys with a fold running, so that two queries do not fold one corpus twice."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, key: tuple[str, int]) -> bool:
+        with self._lock:
+            if key in self._keys:
+                return False
+            self._keys.add(key)
+            return True
+
+    def release(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            self._keys.discard(key)
+
+
+_folding = _Claims()
+
+
+def _fold_and_share(key: tuple[str, int], stem: str | None, pair: tuple[TokenGraph, Postings]) -> None:
+    """Fold an overlay into one base, publish it (when there is a shared
+    folder), and cache it in place of the overlay while the cache still holds
+    that version (no database: this runs in a thread of its own, where a server
+    backend could not use SPI)."""
     from .graph import _cache as graphs, _cache_lock as graphs_lock
 
-    graph, postings = folded(*pair)
-    _share(stem, (graph, postings))
-    with _cache_lock, graphs_lock:
-        if key in _cache and _cache[key] is pair[1] and graphs.get(key) is pair[0]:
-            _cache[key], graphs[key] = postings, graph
+    try:
+        graph, postings = folded(*pair)
+        if stem is not None:
+            _share(stem, (graph, postings))
+        with _cache_lock, graphs_lock:
+            if key in _cache and _cache[key] is pair[1] and graphs.get(key) is pair[0]:
+                _cache[key], graphs[key] = postings, graph
+    finally:
+        _folding.release(key)
 
 
 # Past this share of new or removed chunks a full read is as cheap as a delta.
@@ -378,6 +409,9 @@ DELTA_MAX_SHARE = 0.1
 # Past this share of chunks changed since the base, an overlay is folded into a
 # new base (in the background): each query pays a little for every change it carries.
 FOLD_SHARE = 0.02
+# Past this many token pairs of removed chunks per edge of the graph, a full
+# read (a pair is a key probe, an edge a row of one COPY).
+MAX_PAIRS_SHARE = 0.1
 
 
 def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Postings,
@@ -410,6 +444,9 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
         rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
         edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
+        # Re-reading the pairs of many removed chunks costs more than a full read.
+        if sum(len(t) * (len(t) - 1) // 2 for t in removed_tokens) > MAX_PAIRS_SHARE * max(graph.edges, 1):
+            return None
         pa, pb = _pairs(removed_tokens)
         now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
         touched = np.unique(np.concatenate([np.array([r[1] for r in rows], dtype=np.int64), *removed_tokens]))
@@ -521,7 +558,7 @@ def _advanced_postings(version: int, postings: Postings, graph: TokenGraph, fres
                            (np.searchsorted(chunk_ids, [r[0] for r in rows]).astype(np.int64),
                             np.searchsorted(graph.token_ids, [r[1] for r in rows]).astype(np.int64))), shape=shape)
     extra = added if postings.extra is None else (_padded(postings.extra, shape) + added).tocsc()
-    vectors = postings.vectors.added(fresh, fresh_vectors, postings.chunk_ids[live[:r0]])
+    vectors = postings.vectors.added(fresh, fresh_vectors)
     return Postings(version=version, chunk_ids=chunk_ids, tf=_padded(postings.tf, shape),
                     lengths=np.concatenate([postings.lengths, lengths]), df=df, vectors=vectors,
                     extra=extra, live=None if live.all() else live)

@@ -87,6 +87,7 @@ def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
 def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
     monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(postings, "MAX_PAIRS_SHARE", 100.0)   # a few hundred edges: every pair is many
     graph.clear_cache()
     postings.clear_cache()
     before = ranking_index(db, kb.id)
@@ -115,6 +116,18 @@ def test_a_large_change_reads_the_whole_version(db, kb, monkeypatch):
     assert_same_as_a_full_read(db, kb, index)
     kb.delete([d["id"] for d in many])
     assert ranking_index(db, kb.id).source == "database"
+
+
+def test_a_delete_with_more_pairs_than_edges_share_reads_the_whole_version(db, kb, monkeypatch):
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    graph.clear_cache()
+    postings.clear_cache()
+    ranking_index(db, kb.id)
+    kb.delete(["minaj"])                     # one chunk, but hundreds of token pairs on a few hundred edges
+    index = ranking_index(db, kb.id)
+    assert index.source == "database"
+    assert_same_as_a_full_read(db, kb, index)
 
 
 def test_a_server_backend_applies_the_delta_too(db, database_uri):

@@ -1,5 +1,5 @@
 """The ranking index's chunk vectors (pgrag.postings.Vectors): lookups across
-blocks, a delta's new block, and the merge past MAX_VECTOR_BLOCKS."""
+blocks, a delta's new block (nothing copied), and the merge a fold makes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def rows(ids):
 
 
 def test_rows_are_found_in_any_block_and_a_missing_chunk_is_an_error():
-    v = Vectors.of(np.array([1, 3, 5]), rows([1, 3, 5])).added(np.array([7, 8]), rows([7, 8]), np.array([1, 3, 5]))
+    v = Vectors.of(np.array([1, 3, 5]), rows([1, 3, 5])).added(np.array([7, 8]), rows([7, 8]))
     assert len(v.blocks) == 2
     assert np.array_equal(v.rows(np.array([8, 1, 5, 7])), rows([8, 1, 5, 7]))
     with pytest.raises(PgragError, match="no cached vector"):
@@ -25,12 +25,25 @@ def test_rows_are_found_in_any_block_and_a_missing_chunk_is_an_error():
     assert ids.tolist() == [1, 3, 5, 7, 8] and np.array_equal(merged, rows([1, 3, 5, 7, 8]))
 
 
-def test_past_the_block_limit_one_block_of_the_kept_and_new_chunks(monkeypatch):
-    monkeypatch.setattr(postings, "MAX_VECTOR_BLOCKS", 3)
-    v = Vectors.of(np.array([1, 2]), rows([1, 2]))
-    v = v.added(np.array([3]), rows([3]), np.array([1, 2]))
-    v = v.added(np.array([4]), rows([4]), np.array([1, 2, 3]))
-    assert len(v.blocks) == 3
-    v = v.added(np.array([5]), rows([5]), np.array([2, 4]))      # 1 and 3 were deleted
-    assert len(v.blocks) == 1 and v.blocks[0][0].tolist() == [2, 4, 5]
-    assert np.array_equal(v.rows(np.array([5, 2])), rows([5, 2]))
+def test_a_delta_adds_a_block_without_copying_and_an_empty_one_adds_none():
+    base = Vectors.of(np.array([1, 2]), rows([1, 2]))
+    v = base.added(np.array([3]), rows([3])).added(np.array([4]), rows([4]))
+    assert len(v.blocks) == 3 and v.blocks[0][1] is base.blocks[0][1]
+    assert v.added(np.array([], dtype=np.int64), rows([])) is v
+    assert np.array_equal(v.rows(np.array([4, 1])), rows([4, 1]))
+
+
+def test_past_the_block_limit_a_delta_asks_for_a_fold(monkeypatch):
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from pgrag.postings import Postings, _wants_fold
+
+    monkeypatch.setattr(postings, "MAX_VECTOR_BLOCKS", 2)
+    tf = sp.csc_matrix((3, 2))
+    index = Postings(version=1, chunk_ids=np.array([1, 2, 3]), tf=tf, lengths=np.ones(3, dtype=np.int64),
+                     df=np.zeros(2, dtype=np.int64), vectors=Vectors.of(np.array([1, 2, 3]), rows([1, 2, 3])))
+    assert not _wants_fold(index)
+    more = Vectors.of(np.array([1, 2]), rows([1, 2])).added(np.array([3]), rows([3])).added(np.array([4]), rows([4]))
+    assert _wants_fold(dataclasses.replace(index, vectors=more))
