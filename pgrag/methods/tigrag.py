@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 NAME_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "WORK_OF_ART", "EVENT", "PRODUCT", "LAW", "LANGUAGE")
 
 
+HOP_EMBEDDINGS = ("concat", "sum", "joint")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TigragSettings:
     """Every hyperparameter of the method; defaults are the paper's (§4.1.5)
@@ -69,6 +72,13 @@ class TigragSettings:
     centrality: str = "ppr"         # ablation "degree": expand by degree, not PPR
     rerank: bool = True             # ablation "no rerank": rank by rho alone
     ppr: str = "push"               # "push": local forward push; "power": exact power iteration
+    # The rerank vectors of a hop after the first, one per entity e: "concat" M(mu ⊕ e) (§3.7,
+    # eq. 3.15); "sum" normalise(M(mu) + entity_weight · M(e)), the entities encoded alone (far
+    # fewer tokens) and M(mu) reused from hop 1; "joint" the single vector M(mu ⊕ all entities)
+    # of the graph stage's query. Measured on 2Wiki (docs/BENCHMARKS.md): both cheaper ones
+    # lose recall, so both presets keep the paper's.
+    hop_embedding: str = "concat"
+    entity_weight: float = 1.0      # the entity's weight in hop_embedding="sum"
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -79,6 +89,8 @@ class TigragSettings:
             raise ValueError("centrality must be 'ppr' or 'degree'")
         if self.ppr not in ("push", "power"):
             raise ValueError("ppr must be 'push' or 'power'")
+        if self.hop_embedding not in HOP_EMBEDDINGS:
+            raise ValueError(f"hop_embedding must be one of {', '.join(HOP_EMBEDDINGS)}")
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
@@ -118,6 +130,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     # Encoding in a thread, overlapped with the graph stage, was measured slower
     # on 2 cores (torch, scipy and PostgreSQL compete), so it all runs in turn.
     embeddings = ctx.encode([question], trace)
+    question_vector = embeddings[0]
     for hop in range(1, settings.hops + 1):
         ranked = _hop(ctx, graph, postings, query, embeddings, settings, hop, trace)
         for s in ranked:
@@ -135,12 +148,33 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             break
         entities.extend(new)
         query = question + " " + " ".join(entities)
-        embeddings = ctx.encode([f"{question} {e}" for e in entities], trace)
+        t_embed = time.perf_counter()
+        embeddings = _hop_embeddings(ctx, question, question_vector, entities, query, settings, trace)
+        # within the "embed" stage; a step of its own keeps the stage timings disjoint
+        trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
+                   ms=round((time.perf_counter() - t_embed) * 1000, 3))
 
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))[:k]
     hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
                     [{"hop": s.hop, "rho": s.rho, "cosine": s.cosine, "score": s.score} for s in final], trace)
     return Hits(hits, trace)
+
+
+def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, entities: list[str],
+                    query: str, settings: TigragSettings, trace: Trace) -> list[np.ndarray]:
+    """The rerank vectors of a hop after the first (``settings.hop_embedding``)."""
+    if settings.hop_embedding == "concat":
+        return ctx.encode([f"{question} {e}" for e in entities], trace)
+    if settings.hop_embedding == "joint":
+        return ctx.encode([query], trace)
+    # "sum": normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
+    q = np.asarray(question_vector, dtype=np.float32)
+    e = np.asarray(ctx.encode(entities, trace), dtype=np.float32)
+    q = q / max(float(np.sqrt(np.einsum("i,i", q, q))), 1e-12)
+    e = e / np.maximum(np.sqrt(np.einsum("ij,ij->i", e, e)), 1e-12)[:, None]
+    v = q[None, :] + settings.entity_weight * e
+    return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None])
+
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
     """Top-γ nodes and their L1-normalised weights (PPR, or degree for the ablation)."""

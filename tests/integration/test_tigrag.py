@@ -95,6 +95,17 @@ def test_two_hops_find_the_bridge_document(kb):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_hop_embedding_reaches_the_second_hops_rerank(kb):
+    q = "When did Lothair II's mother die?"
+    for mode in ("concat", "sum", "joint"):
+        hits = kb.retrieve(q, method="tigrag", k=5, hop_embedding=mode)
+        new = next(s for s in hits.trace.steps if s["step"] == "entities")["new"]
+        vectors = next(s for s in hits.trace.steps if s["step"] == "hop_embeddings")
+        second = [s for s in hits.trace.steps if s["step"] == "hop"][1]
+        assert len(new) > 1 and vectors["mode"] == mode
+        assert vectors["vectors"] == second["embeddings"] == (1 if mode == "joint" else len(new))
+
+
 def test_hops_stop_without_new_entities(kb, db):
     one = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5, hops=1)
     assert [s["step"] for s in one.trace.steps].count("hop") == 1
