@@ -448,6 +448,8 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         if sum(len(t) * (len(t) - 1) // 2 for t in removed_tokens) > MAX_PAIRS_SHARE * max(graph.edges, 1):
             return None
         pa, pb = _pairs(removed_tokens)
+        keep = _edges_before(graph, pa, pb)
+        pa, pb = pa[keep], pb[keep]
         now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
         touched = np.unique(np.concatenate([np.array([r[1] for r in rows], dtype=np.int64), *removed_tokens]))
         dfs = conn.execute(query("token_df_of"), {**params, "token_ids": touched.tolist()}).fetchall()
@@ -491,6 +493,16 @@ def _pairs(token_sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     pair = np.unique(np.concatenate(found), axis=0)
     return pair[:, 0], pair[:, 1]
+
+
+def _edges_before(graph: TokenGraph, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    """Which pairs (a < b) of removed chunks' tokens are edges of the cached graph:
+    a removed chunk is cached, so whatever it added to a pair is in that pair's
+    cached weight, and a pair that is no edge there it never touched. Only the
+    edges are read again."""
+    ia, ib = np.searchsorted(graph.token_ids, pa), np.searchsorted(graph.token_ids, pb)
+    weight = _at(graph.weights, ia, ib) + _at(graph.extra, ia, ib)
+    return weight != 0
 
 
 def _at(m: sp.csr_matrix | None, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
