@@ -331,14 +331,15 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     if pair is None:
         source = "database"
         pair = _from_database(db, corpus_id, attempts)
-    stem = graph_files.corpus_key(db, corpus_id) if graph_files.root() else None
+    graph, postings = pair
+    _remember(key, db, corpus_id, graph, postings)   # before a fold, which replaces what it finds cached
+    fold = source == "delta" and _wants_fold(postings)
+    stem = graph_files.corpus_key(db, corpus_id) if (source == "database" or fold) and graph_files.root() else None
     if stem is not None and source == "database":
         _share(stem, pair)
-    elif source == "delta" and _wants_fold(pair[1]) and _folding.claim(key):
+    elif fold and _folding.claim(key):
         # Off the query's path: fold the overlay into a new base, share it, and use it.
         threading.Thread(target=_fold_and_share, args=(key, stem, pair), name="pgrag-fold", daemon=True).start()
-    graph, postings = pair
-    _remember(key, db, corpus_id, graph, postings)
     return RankingIndex(graph, postings, source)
 
 
