@@ -154,9 +154,10 @@ class Postings:
                 sub.eliminate_zeros()
         n, avgdl = self.statistics
         col = np.repeat(np.arange(len(cols)), np.diff(sub.indptr))
-        d = self.df.astype(np.float64)[cols][col]
+        # index first, convert after: only the entries read, not every node's df and chunk's length
+        d = self.df[cols].astype(np.float64)[col]
         idf = np.log(1 + (n - d + 0.5) / (d + 0.5))
-        dl = self.lengths.astype(np.float64)[sub.indices]
+        dl = self.lengths[sub.indices].astype(np.float64)
         tf = np.asarray(sub.data, dtype=np.float64)
         weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
         return sp.csc_matrix((weight, sub.indices, sub.indptr), shape=sub.shape)
