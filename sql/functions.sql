@@ -169,11 +169,14 @@ BEGIN
         v := pgrag.bump_graph_version(p_corpus);
         -- What a cached ranking index needs to apply this removal as a delta
         -- (pgrag.postings.advance): the chunks and the tokens they held.
+        -- Every chunk, those without tokens too: each counts in BM25's number of chunks.
         INSERT INTO pgrag.chunk_removal (corpus_id, chunk_id, version, tokens)
-        SELECT p_corpus, ct.chunk_id, v, array_agg(ct.token_id ORDER BY ct.token_id)
-        FROM pgrag.chunk_token ct
-        WHERE ct.corpus_id = p_corpus AND ct.chunk_id = ANY (chunks)
-        GROUP BY ct.chunk_id
+        SELECT p_corpus, c.chunk_id, v,
+               coalesce(array_agg(ct.token_id ORDER BY ct.token_id) FILTER (WHERE ct.token_id IS NOT NULL), '{}')
+        FROM pgrag.chunk c
+        LEFT JOIN pgrag.chunk_token ct ON ct.corpus_id = c.corpus_id AND ct.chunk_id = c.chunk_id
+        WHERE c.corpus_id = p_corpus AND c.chunk_id = ANY (chunks)
+        GROUP BY c.chunk_id
         ON CONFLICT (corpus_id, chunk_id) DO NOTHING;
         -- A cache that missed more removals than a tenth of the corpus's chunks
         -- reads the corpus whole anyway (pgrag.postings.DELTA_MAX_SHARE), so the

@@ -184,3 +184,21 @@ def test_an_overlay_past_the_fold_share_is_folded_in_the_background(db, kb, monk
     postings.clear_cache()
     assert graph_files.load(db, kb.id, overlay.graph.version) is not None
     assert ranking_index(db, kb.id).source == "files"
+
+
+def test_a_chunk_without_tokens_is_added_and_removed_by_the_delta(db, kb, monkeypatch):
+    """A chunk of stopwords only has no postings; its removal must still reach
+    the delta (it counts in BM25's number of chunks)."""
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    graph.clear_cache()
+    postings.clear_cache()
+    ranking_index(db, kb.id)
+    kb.ingest([{"id": "empty", "title": "", "text": "The of and."}], progress=False)
+    added = ranking_index(db, kb.id)
+    assert added.source == "delta"
+    assert_same_as_a_full_read(db, kb, added)
+    kb.delete(["empty"])
+    gone = ranking_index(db, kb.id)
+    assert gone.source == "delta"
+    assert_same_as_a_full_read(db, kb, gone)
