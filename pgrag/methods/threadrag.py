@@ -506,8 +506,8 @@ def _question_entities(ctx: "Context", question: str, llm: "LLM | None", setting
             trace.time("llm", t0)
             trace.step("entities", source="llm", error=str(exc)[:200], fallback="spaCy")
     t0 = time.perf_counter()
-    parsed = nlp.parse([question], ctx.spacy_model)[0]
-    found = list(dict.fromkeys(" ".join(e.text.split()) for e in parsed.entities
+    mentions = nlp.entities([question], ctx.spacy_model)[0]
+    found = list(dict.fromkeys(" ".join(e.text.split()) for e in mentions
                                if e.label in settings.entity_labels))
     if settings.capitalised:
         found = merge_names(found, capitalised_names(question))

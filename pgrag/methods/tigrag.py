@@ -240,9 +240,9 @@ def _entities(ctx: "Context", chunk_ids: list[int], settings: TigragSettings, tr
     missing = [c for c in chunk_ids if not by_chunk[c]]
     if missing and not ctx.db.fetch_row("has_entities", {"corpus_id": ctx.id})[0]:
         texts = ctx.chunk_texts(missing)
-        parsed = nlp.parse([texts[c][1] for c in missing], ctx.spacy_model)
-        for c, p in zip(missing, parsed):
-            by_chunk[c] = [(e.text, e.label) for e in p.entities]
+        mentions = nlp.entities([texts[c][1] for c in missing], ctx.spacy_model)
+        for c, found in zip(missing, mentions):
+            by_chunk[c] = [(e.text, e.label) for e in found]
     out: list[str] = []
     for c in chunk_ids:
         for entity, label in by_chunk[c]:
