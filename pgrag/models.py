@@ -190,7 +190,7 @@ class GraphVersion(Base):
 
 
 class ChunkRemoval(Base):
-    """A removed chunk and its tokens, for the caches' deltas (migration 0008)."""
+    """A removed chunk, its tokens and its edge counts, for the caches' deltas (migrations 0008, 0009)."""
 
     __tablename__ = "chunk_removal"
     __table_args__ = (Index("chunk_removal_version", "corpus_id", "version"),)
@@ -200,6 +200,10 @@ class ChunkRemoval(Base):
     chunk_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger)
     tokens: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
+    # its own window-pair counts (token_a < token_b), subtracted by the delta (migration 0009)
+    edge_a: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=sa_text("'{}'"))
+    edge_b: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=sa_text("'{}'"))
+    edge_w: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=sa_text("'{}'"))
 
 
 class LlmCache(Base):

@@ -411,8 +411,8 @@ DELTA_MAX_SHARE = 0.1
 # Past this share of chunks changed since the base, an overlay is folded into a
 # new base (in the background): each query pays a little for every change it carries.
 FOLD_SHARE = 0.02
-# Past this many token pairs of removed chunks per edge of the graph, a full
-# read (a pair is a key probe, an edge a row of one COPY).
+# Past this many logged edge counts of removed chunks per edge of the graph, a
+# full read: the overlay would carry them into every query until its fold.
 MAX_PAIRS_SHARE = 0.1
 
 
@@ -421,7 +421,7 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
     """The current version from a cached one plus what changed since, as an
     overlay on it: chunks added (their postings, edges and vectors, found by id:
     ids only grow) and chunks removed (from the log pgrag.chunk_removal: their
-    rows stop being live, the edges among their tokens are read again), with
+    rows stop being live, the edge counts logged with them are subtracted), with
     the document frequencies of the tokens they hold. Nothing proportional to
     the corpus is read or copied but two vectors per node and per chunk. None
     when more than ``max_share`` of the chunks changed, when the log does not
@@ -438,21 +438,17 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         known = int(postings.chunk_ids[-1]) if len(postings.chunk_ids) else 0
         fresh = conn.execute(query("chunks_after"), {**params, "after": known}).fetchall()
         removals = conn.execute(query("removals_since"), {**params, "since": graph.version}).fetchall()
-        removed, removed_tokens = _held(postings, removals)
+        removed, removed_tokens, removed_edges = _held(postings, removals)
         if len(fresh) + len(removed) > share * max(live, 1):
+            return None
+        # An overlay holding the edge counts of many removed chunks costs every query more than a full read.
+        if len(removed_edges[0]) > MAX_PAIRS_SHARE * max(graph.edges, 1):
             return None
         fresh_ids = np.array([c[0] for c in fresh], dtype=np.int64)
         after = int(graph.token_ids[-1]) if graph.nodes else 0
         new_terms = conn.execute(query("tokens_after"), {**params, "after": after}).fetchall()
         rows = conn.execute(query("postings_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
         edges = conn.execute(query("edges_of_chunks"), {**params, "chunk_ids": fresh_ids.tolist()}).fetchall()
-        # Re-reading the pairs of many removed chunks costs more than a full read.
-        if sum(len(t) * (len(t) - 1) // 2 for t in removed_tokens) > MAX_PAIRS_SHARE * max(graph.edges, 1):
-            return None
-        pa, pb = _pairs(removed_tokens)
-        keep = _edges_before(graph, pa, pb)
-        pa, pb = pa[keep], pb[keep]
-        now = conn.execute(query("edges_of_pairs"), {**params, "a": pa.tolist(), "b": pb.tolist()}).fetchall()
         touched = np.unique(np.concatenate([np.array([r[1] for r in rows], dtype=np.int64), *removed_tokens]))
         dfs = conn.execute(query("token_df_of"), {**params, "token_ids": touched.tolist()}).fetchall()
         fresh_vectors = _vectors(conn, corpus_id, fresh_ids)
@@ -461,7 +457,7 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
         return None
     v = int(start[0])
     df = dict(dfs)
-    new_graph = _advanced_graph(v, graph, new_terms, edges, (pa, pb, now),
+    new_graph = _advanced_graph(v, graph, new_terms, edges, removed_edges,
                                 touched[[int(t) not in df for t in touched]])
     if new_graph is None:
         return None
@@ -471,40 +467,24 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
                                          fresh_vectors)
 
 
-def _held(postings: Postings, removals: list[tuple]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The live rows of the removed chunks, and the tokens each held."""
-    rows, tokens = [], []
-    for chunk_id, held in removals:
+def _held(postings: Postings, removals: list[tuple]) -> tuple[np.ndarray, list[np.ndarray],
+                                                         tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The live rows of the removed chunks, the tokens each held, and the edge
+    counts (a, b, weight) they added, concatenated. Only removals of cached
+    chunks count: a chunk added and removed since the cached version is in
+    neither the cache nor the corpus."""
+    rows, tokens, ea, eb, ew = [], [], [], [], []
+    for chunk_id, held, a, b, w in removals:
         row = int(np.searchsorted(postings.chunk_ids, chunk_id))
         if (row < len(postings.chunk_ids) and postings.chunk_ids[row] == chunk_id
                 and (postings.live is None or postings.live[row])):
             rows.append(row)
             tokens.append(np.asarray(held, dtype=np.int64))
-    return np.array(rows, dtype=np.int64), tokens
-
-
-def _pairs(token_sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Token id pairs (a < b) that co-occur in one of ``token_sets``: the only
-    edges a removal can change (an edge joins two tokens of one chunk)."""
-    found = []
-    for held in token_sets:
-        ids = np.unique(held)
-        i, j = np.triu_indices(len(ids), 1)
-        found.append(np.stack([ids[i], ids[j]], axis=1))
-    if not found:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pair = np.unique(np.concatenate(found), axis=0)
-    return pair[:, 0], pair[:, 1]
-
-
-def _edges_before(graph: TokenGraph, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
-    """Which pairs (a < b) of removed chunks' tokens are edges of the cached graph:
-    a removed chunk is cached, so whatever it added to a pair is in that pair's
-    cached weight, and a pair that is no edge there it never touched. Only the
-    edges are read again."""
-    ia, ib = np.searchsorted(graph.token_ids, pa), np.searchsorted(graph.token_ids, pb)
-    weight = _at(graph.weights, ia, ib) + _at(graph.extra, ia, ib)
-    return weight != 0
+            ea.extend(a)
+            eb.extend(b)
+            ew.extend(w)
+    edges = (np.array(ea, dtype=np.int64), np.array(eb, dtype=np.int64), np.array(ew, dtype=np.float64))
+    return np.array(rows, dtype=np.int64), tokens, edges
 
 
 def _at(m: sp.csr_matrix | None, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -515,25 +495,20 @@ def _at(m: sp.csr_matrix | None, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
 
 
 def _advanced_graph(version: int, graph: TokenGraph, new_terms: list[tuple], edges: list[tuple],
-                    removed: tuple[np.ndarray, np.ndarray, list[tuple]], gone_ids: np.ndarray) -> TokenGraph | None:
-    """The graph with the new tokens appended, the new chunks' edges added and the
-    removed chunks' pairs set to their current weights, all in ``extra``; the
-    tokens ``gone_ids`` leave the vocabulary. None if one of them still has an
-    edge (then the caller reads everything)."""
+                    removed: tuple[np.ndarray, np.ndarray, np.ndarray], gone_ids: np.ndarray) -> TokenGraph | None:
+    """The graph with the new tokens appended, the new chunks' edge counts added
+    and the removed chunks' subtracted (``removed``: a, b, weight; a cached
+    chunk's counts are in the cached weights), all in ``extra``; the tokens
+    ``gone_ids`` leave the vocabulary. None if one of them still has an edge
+    (then the caller reads everything)."""
     n0 = graph.nodes
     ext = np.concatenate([graph.token_ids, np.array([t[0] for t in new_terms], dtype=np.int64)])
     n = len(ext)
     weights = _padded(graph.weights, (n, n))
     extra = _padded(graph.extra, (n, n)) if graph.extra is not None else None
     a, b, w = (np.array([e[i] for e in edges], dtype=np.int64 if i < 2 else np.float64) for i in range(3))
-    delta = edge_matrix(ext, a, b, w, n)
-    pa, pb, now = removed
-    if len(pa):
-        current = {(int(x), int(y)): float(z) for x, y, z in now}
-        target = np.array([current.get((int(x), int(y)), 0.0) for x, y in zip(pa, pb)])
-        ia, ib = np.searchsorted(ext, pa), np.searchsorted(ext, pb)
-        present = _at(weights, ia, ib) + _at(extra, ia, ib) + _at(delta, ia, ib)
-        delta = (delta + edge_matrix(ext, pa, pb, target - present, n)).tocsr()
+    ra, rb, rw = removed
+    delta = edge_matrix(ext, np.concatenate([a, ra]), np.concatenate([b, rb]), np.concatenate([w, -rw]), n)
     delta.sum_duplicates()
     delta.eliminate_zeros()
     at = delta.tocoo()

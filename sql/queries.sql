@@ -745,8 +745,9 @@ SELECT chunk_id, n_tokens FROM pgrag.chunk
 WHERE corpus_id = %(corpus_id)s AND chunk_id > %(after)s ORDER BY chunk_id;
 
 -- name: removals_since
--- Chunks removed after a graph version, with the tokens they held.
-SELECT chunk_id, tokens FROM pgrag.chunk_removal
+-- Chunks removed after a graph version, with the tokens they held and what each
+-- added to each edge (token_a < token_b, weight), as pgrag.unindex_documents logged them.
+SELECT chunk_id, tokens, edge_a, edge_b, edge_w FROM pgrag.chunk_removal
 WHERE corpus_id = %(corpus_id)s AND version > %(since)s ORDER BY chunk_id;
 
 -- name: token_df_of
@@ -778,12 +779,3 @@ ORDER BY chunk_id;
 -- name: corpus_dim
 -- A corpus's embedding dimension.
 SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
-
--- name: edges_of_pairs
--- The current weights of some token pairs (a < b), where they are still edges.
--- One primary-key probe per pair, never a scan of the corpus's edges: LIMIT 1
--- (harmless on a key) keeps the planner from turning the probes into a join.
-SELECT p.a, p.b, e.weight
-FROM unnest(%(a)s::bigint[], %(b)s::bigint[]) AS p(a, b)
-CROSS JOIN LATERAL (SELECT x.weight FROM pgrag.token_edge x
-                    WHERE x.corpus_id = %(corpus_id)s AND x.token_a = p.a AND x.token_b = p.b LIMIT 1) e;

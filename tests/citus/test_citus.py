@@ -250,7 +250,6 @@ HOT = {  # queries.sql statements that the methods run per question, with values
     "chunks_after": lambda kb, ids: {"corpus_id": kb.id, "after": ids[-1]},
     "removals_since": lambda kb, ids: {"corpus_id": kb.id, "since": 0},
     "token_df_of": lambda kb, ids: {"corpus_id": kb.id, "token_ids": [1, 2, 3]},
-    "edges_of_pairs": lambda kb, ids: {"corpus_id": kb.id, "a": [1, 2], "b": [3, 4]},
     "chunk_entities": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_texts": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_sentences_many": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},

@@ -202,3 +202,30 @@ def test_a_chunk_without_tokens_is_added_and_removed_by_the_delta(db, kb, monkey
     gone = ranking_index(db, kb.id)
     assert gone.source == "delta"
     assert_same_as_a_full_read(db, kb, gone)
+
+
+def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb):
+    """What pgrag.unindex_documents logs for a removed chunk is what the chunk
+    added to the edges: per chunk, summing to pgrag.chunk_edge_counts (the
+    ingest's counts; the two functions repeat one body and must stay in step)."""
+    # enough chunks that the log (a tenth of them) keeps two removals
+    kb.ingest([{"id": f"f{i}", "title": f"F{i}", "text": f"Filler {i} is a village."} for i in range(20)],
+              progress=False)
+    with db.transaction() as conn:
+        chunks = [r[0] for r in conn.execute(
+            "SELECT c.chunk_id FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
+            "WHERE c.corpus_id = %s AND d.external_id IN ('minaj', 'lothair') ORDER BY 1", (kb.id,))]
+        total = sorted(conn.execute("SELECT * FROM pgrag.chunk_edge_counts(%s, %s)", (kb.id, chunks)).fetchall())
+        by_chunk = conn.execute("SELECT * FROM pgrag.chunk_edge_counts_by_chunk(%s, %s)",
+                                (kb.id, chunks)).fetchall()
+    assert total and len({c for c, *_ in by_chunk}) == len(chunks)
+    summed: dict[tuple[int, int], int] = {}
+    for _, a, b, w in by_chunk:
+        summed[(a, b)] = summed.get((a, b), 0) + w
+    assert sorted((a, b, w) for (a, b), w in summed.items()) == total
+    kb.delete(["minaj", "lothair"])
+    with db.transaction() as conn:
+        logged = conn.execute("SELECT chunk_id, edge_a, edge_b, edge_w FROM pgrag.chunk_removal "
+                              "WHERE corpus_id = %s ORDER BY chunk_id", (kb.id,)).fetchall()
+    assert [c for c, *_ in logged] == chunks
+    assert sorted((c, a, b, w) for c, ea, eb, ew in logged for a, b, w in zip(ea, eb, ew)) == sorted(by_chunk)
