@@ -239,11 +239,26 @@ def measure(db: Any, kb: Any, questions: Sequence[str], method_names: Sequence[s
     return point
 
 
-def after_changes(kb: Any, extra: list[dict[str, Any]], question: str, steady_p50: float) -> dict[str, Any]:
-    """The first query after ingesting ``extra`` and after deleting it again."""
-    added = first_query_after(kb, question, lambda: _ingest(kb, extra, False), steady_p50)
-    deleted = first_query_after(kb, question, lambda: kb.delete([d["id"] for d in extra]), steady_p50)
-    return {"documents": len(extra), "after_ingest": added, "after_delete": deleted}
+CHANGE_REPEATS = 3
+
+
+def after_changes(kb: Any, extras: Sequence[list[dict[str, Any]]], question: str,
+                  steady_p50: float) -> dict[str, Any]:
+    """The first query after ingesting each of ``extras`` and after deleting it
+    again, one change at a time: the run with the median first query of each
+    kind, and every run (one query after a change is a sample of one)."""
+    runs = []
+    for extra in extras:
+        added = first_query_after(kb, question, lambda: _ingest(kb, extra, False), steady_p50)
+        deleted = first_query_after(kb, question, lambda: kb.delete([d["id"] for d in extra]), steady_p50)
+        runs.append({"after_ingest": added, "after_delete": deleted})
+
+    def median(kind: str) -> dict[str, Any]:
+        ordered = sorted((r[kind] for r in runs), key=lambda m: m["first_query_ms"])
+        return ordered[(len(ordered) - 1) // 2]
+
+    return {"documents": len(extras[0]) if extras else 0, "repeats": len(runs),
+            "after_ingest": median("after_ingest"), "after_delete": median("after_delete"), "runs": runs}
 
 
 def scale_benchmark(admin_dsn: str, corpus_file: Path, questions_file: Path, factors: Sequence[int], *,
@@ -321,7 +336,8 @@ def _grow(dsn: str, base: list[dict[str, Any]], questions: list[str], factors: S
         point = {"factor": factor, "ingest": ingest, **measure(db, kb, questions, method_names, via=via,
                                                                progress=progress)}
         steady = point["latency"]["methods"].get("tigrag", {}).get("latency_ms_p50", 0.0)
-        point["changes"] = after_changes(kb, scaled_copy(base[:10], factor + 1000, names), questions[0], steady)
+        extras = [scaled_copy(base[:10], factor + 1000 + 100 * i, names) for i in range(CHANGE_REPEATS)]
+        point["changes"] = after_changes(kb, extras, questions[0], steady)
         report["points"].append(point)
         _ratios(report)
         if on_point is not None:

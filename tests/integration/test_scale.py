@@ -34,6 +34,9 @@ def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
         # 10 documents are more than a tenth of the sample's chunks (postings.DELTA_MAX_SHARE): a full read
         assert point["changes"]["after_ingest"]["source"] == "database"
         assert point["changes"]["after_ingest"]["first_query_ms"] > 0
+        runs = point["changes"]["runs"]   # the median of three changes, each a fresh copy
+        assert point["changes"]["repeats"] == len(runs) == 3
+        assert point["changes"]["after_delete"] in [r["after_delete"] for r in runs]
         assert point["ppr"]["top_gamma_agree"] >= 0.5
     assert report["largest_over_first"]["factor"] == 2
 
