@@ -23,7 +23,7 @@ from . import distribute as citus
 from . import exceptions as exc
 from . import sqlscript
 from .config import Settings
-from .queries import query
+from .queries import binary_results, query
 from .resources import resource_dir, sql_file
 
 T = TypeVar("T")
@@ -115,11 +115,11 @@ class Database:
     def fetchall(self, name: str, params: dict[str, Any] | None = None) -> list[tuple]:
         """The rows of one named statement, run (and committed) on its own."""
         with self._reader() as conn:
-            return conn.execute(query(name), params or {}).fetchall()
+            return conn.execute(query(name), params or {}, binary=binary_results(name)).fetchall()
 
     def fetchone(self, name: str, params: dict[str, Any] | None = None) -> tuple | None:
         with self._reader() as conn:
-            return conn.execute(query(name), params or {}).fetchone()
+            return conn.execute(query(name), params or {}, binary=binary_results(name)).fetchone()
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[psycopg.Connection]:

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from .exceptions import PgragError
 from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph
-from .queries import query
+from .queries import binary_results, query
 
 if TYPE_CHECKING:
     from .context import QueryRunner
@@ -291,7 +291,8 @@ def _vectors(conn: Any, corpus_id: int, chunk_ids: np.ndarray, every: bool = Fal
     are no longer those (a concurrent change committed between two statements:
     the caller reads again, as for a version change)."""
     rows = conn.execute(query("chunk_vectors"), {
-        "corpus_id": corpus_id, "chunk_ids": None if every else chunk_ids.tolist()}).fetchall()
+        "corpus_id": corpus_id, "chunk_ids": None if every else chunk_ids.tolist()},
+        binary=binary_results("chunk_vectors")).fetchall()
     if [r[0] for r in rows] != chunk_ids.tolist():
         return None
     dim = int(conn.execute(query("corpus_dim"), {"corpus_id": corpus_id}).fetchone()[0])

@@ -172,7 +172,8 @@ class SpiConnection:
     def __init__(self, db: SpiDatabase) -> None:
         self._db = db
 
-    def execute(self, sql: str, params: dict[str, Any] | None = None) -> "SpiResult":
+    def execute(self, sql: str, params: dict[str, Any] | None = None, *, binary: bool = False) -> "SpiResult":
+        """``binary`` (psycopg's wire format for the results) means nothing to SPI, which gives values."""
         return SpiResult(self._db.execute(sql, params))
 
 

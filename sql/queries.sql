@@ -347,6 +347,7 @@ WHERE d.corpus_id = %(corpus_id)s AND d.document_id = ANY (%(document_ids)s::big
 GROUP BY d.corpus_id, d.document_id ORDER BY d.document_id;
 
 -- name: document_chunk_vectors
+-- results: binary
 -- Chunk spans and embeddings of documents (a node spanning exactly one chunk reuses its vector).
 SELECT document_id, char_start, char_end, embedding FROM pgrag.chunk
 WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[]);
@@ -375,6 +376,7 @@ SELECT chunk_id, document_id FROM pgrag.chunk
 WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
 
 -- name: threadrag_nodes
+-- results: binary
 -- Semantic nodes of documents with their embeddings, their name-like entities
 -- (stored at ingest, lower-cased, in text order) and their rare terms (df <= max_df), in narrative order.
 -- Every table is filtered on the corpus value (not only n.corpus_id) so Citus plans one task.
@@ -770,6 +772,7 @@ WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
 SELECT token_a, token_b, weight FROM pgrag.chunk_edge_counts(%(corpus_id)s, %(chunk_ids)s::bigint[]);
 
 -- name: chunk_vectors
+-- results: binary
 -- The embeddings of some chunks (all of them for NULL), by id: TIGRAG's cached
 -- rerank vectors.
 SELECT chunk_id, embedding FROM pgrag.chunk

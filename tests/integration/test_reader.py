@@ -75,3 +75,26 @@ def test_a_thread_reads_on_its_own_connection_and_close_ends_them_all(database_u
         wait_for(lambda: readers(admin) == [])
         assert "lothair" in db.fetch_row("tokenize", {"text": TEXT})[0]   # and a closed Database reopens one
     db.close()
+
+
+def test_embeddings_read_in_binary_equal_their_text(db, wiki_docs):
+    """Statements marked ``-- results: binary`` (pgrag.queries) return the
+    vectors the text format gives, and every other column unchanged."""
+    import numpy as np
+
+    from pgrag.queries import query
+    from pgrag.semantic import as_array
+
+    kb = db.corpus("binary", methods=["threadrag"])
+    kb.ingest(wiki_docs[:3], progress=False)
+    for name, params in [("chunk_vectors", {"corpus_id": kb.id, "chunk_ids": None}),
+                         ("threadrag_nodes", {"corpus_id": kb.id, "document_ids": [1, 2, 3],
+                                              "labels": ["PERSON", "GPE"], "max_df": 5})]:
+        fast = db.fetchall(name, params)
+        with db.transaction() as conn:
+            text = conn.execute(query(name), params, binary=False).fetchall()
+        assert len(fast) == len(text) > 0
+        for a, b in zip(fast, text):
+            vector = next(i for i, v in enumerate(b) if hasattr(v, "to_numpy"))
+            assert np.array_equal(as_array(a[vector]), as_array(b[vector]))
+            assert [v for i, v in enumerate(a) if i != vector] == [v for i, v in enumerate(b) if i != vector]

@@ -57,3 +57,14 @@ def test_every_named_query_used_exists_and_every_named_query_is_used():
     defined = set(queries())
     assert used - defined == set(), f"used but not in queries.sql: {sorted(used - defined)}"
     assert defined - used == set(), f"in queries.sql but never used: {sorted(defined - used)}"
+
+
+def test_binary_results_are_marked_per_query_and_stay_out_of_the_sql():
+    from pgrag.queries import _parse, binary_results
+
+    text, binary = _parse("-- name: a\n-- results: binary\n-- what it is\nSELECT 1;\n\n-- name: b\nSELECT 2;\n")
+    assert binary == {"a"} and text == {"a": "SELECT 1", "b": "SELECT 2"}
+    # the statements that return embeddings, and only such statements
+    marked = {name for name in queries() if binary_results(name)}
+    assert marked == {"chunk_vectors", "threadrag_nodes", "document_chunk_vectors"}
+    assert all("embedding" in queries()[name] for name in marked)
