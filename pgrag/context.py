@@ -121,6 +121,12 @@ class Context:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""
         return list(self.db.fetch_row("tokenize", {"text": text})[0])
 
+    def tokenize_many(self, texts: Sequence[str]) -> list[list[str]]:
+        """``tokenize`` of each text, in one round trip."""
+        if not texts:
+            return []
+        return [list(row[0]) for row in self.db.fetchall("tokenize_many", {"texts": list(texts)})]
+
     def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """chunk id -> (document title, chunk text)."""
         if not chunk_ids:

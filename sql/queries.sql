@@ -158,6 +158,10 @@ SELECT * FROM pgrag.hybrid(%(corpus)s, %(query)s, %(embedding)s, %(k)s, %(depth)
 -- The token pipeline (the one definition, in SQL).
 SELECT pgrag.tokenize(%(text)s);
 
+-- name: tokenize_many
+-- The token pipeline for several texts in one round trip, in their order.
+SELECT pgrag.tokenize(u.t) FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i;
+
 -- name: chunk_sentences_many
 -- Sentences (ordinal, offsets) of several chunks, for provenance.
 SELECT c.chunk_id, s.ordinal, s.char_start, s.char_end

@@ -253,8 +253,7 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
     lists: list[list[list[int]]] = [[] for _ in texts]
     if settings.retrieval in ("hybrid", "bm25"):
         index = ranking_index(ctx.db, ctx.id)
-        for ranked, text, depth in zip(lists, texts, depths):
-            terms = ctx.tokenize(text)
+        for ranked, terms, depth in zip(lists, ctx.tokenize_many(texts), depths):
             ranked.append(index.postings.bm25_top([index.graph.index[t] for t in terms
                                                    if t in index.graph.index], depth))
     documents: dict[int, int] = {}

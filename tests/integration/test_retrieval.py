@@ -104,6 +104,14 @@ def test_sql_tokenize_is_the_pipeline(kb):
     assert kb.tokenize("'; DROP TABLE pgrag.chunk; --") == ["drop", "table", "pgrag", "chunk"]
 
 
+def test_tokenize_many_is_tokenize_of_each_text_in_order(kb):
+    ctx = kb.context(False)
+    texts = ["Who was the mother of Lothair II?", "", "the of and", "Teutberga's brother, Hucbert", "Lothair"]
+    assert ctx.tokenize_many(texts) == [ctx.tokenize(t) for t in texts]
+    assert ctx.tokenize_many(texts[::-1]) == [ctx.tokenize(t) for t in texts[::-1]]
+    assert ctx.tokenize_many([]) == []
+
+
 def test_queries_with_no_known_tokens_return_nothing(kb):
     assert kb.retrieve("the of and", method="bm25", k=5) == []
     assert kb.retrieve("zzzzqqq", method="bm25", k=5) == []
