@@ -196,3 +196,60 @@ def test_tigrag_setting_chooses_the_ppr(big):
     assert push_weights.sum() == pytest.approx(1.0)
     assert dict(zip(push_nodes.tolist(), push_weights)) == pytest.approx(
         dict(zip(power_nodes.tolist(), power_weights)), abs=1e-4)
+
+
+def test_a_round_spread_by_sparse_products_equals_one_gathered_entry_by_entry():
+    """_push_round's two ways (many entries: one sparse product per matrix and a
+    test of every node; few: gather each entry) give the same residuals,
+    estimates and next frontier, with a delta's change matrix too."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from pgrag.graph import _push_round, edge_matrix
+
+    n = 300
+    base = graph(*random_graph(n, 6000, seed=7), n)              # 40 entries a node: rounds of many entries
+    ca, cb, cw = random_graph(n, 200, seed=8)
+    extra = edge_matrix(base.token_ids, ca, cb, cw, n)
+    g = dataclasses.replace(base, extra=sp.csr_matrix(extra),
+                            degree=base.degree + np.asarray(extra.sum(axis=0)).ravel())
+    rng = np.random.default_rng(9)
+    nodes = rng.choice(n, 60, replace=False)
+    threshold = 1e-4 * g.degree
+    results = []
+    for edges in (g.nodes + 1, 0):                               # spread, then gather
+        estimate, residual = np.zeros(n), np.linspace(0, 1e-2, n)
+        frontier = _push_round(g, estimate, residual, nodes, D, threshold, np.empty(n, np.int64), edges)
+        results.append((estimate, residual, np.sort(frontier)))
+    (e1, r1, f1), (e2, r2, f2) = results
+    assert np.allclose(e1, e2, rtol=0, atol=1e-15) and np.allclose(r1, r2, rtol=0, atol=1e-15)
+    assert np.array_equal(f1, f2) and len(f1) > 0
+
+
+def test_a_node_whose_edges_a_delta_cancelled_is_never_pushed():
+    """After a delete the overlay cancels a node's edges (base w, change -w): its
+    degree is 0, but the cancelled sums can leave it rounding noise, e.g.
+    (a + b) - a - b. It must not be pushed (no edge to push along, and a
+    division by its zero degree gave NaN). A ring elsewhere makes the graph big
+    enough for push rounds rather than sweeps."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from pgrag.graph import edge_matrix
+
+    ring = 200
+    a = np.array([0, 1, 0, 1] + [5 + i for i in range(ring)])
+    b = np.array([2, 2, 3, 4] + [5 + (i + 1) % ring for i in range(ring)])
+    w = np.array([0.1, 0.2, 1.0, 1.0] + [1.0] * ring)
+    n = 5 + ring
+    base = graph(a, b, w, n)
+    cancel = edge_matrix(base.token_ids, a[:2], b[:2], -w[:2], n)      # node 2 loses both its edges
+    g = dataclasses.replace(base, extra=sp.csr_matrix(cancel),
+                            degree=base.degree + np.asarray(cancel.sum(axis=0)).ravel())
+    assert g.degree[2] == 0
+    pr = push_pagerank(g, [0, 1], damping=D, epsilon=1e-12)
+    assert np.isfinite(pr.scores).all() and pr.scores[2] < 1e-15
+    without = graph(np.array([0, 1] + list(a[4:])), np.array([3, 4] + list(b[4:])), np.ones(2 + ring), n)
+    assert np.allclose(pr.scores, push_pagerank(without, [0, 1], damping=D, epsilon=1e-12).scores, atol=1e-9)
