@@ -1,0 +1,88 @@
+"""PPR at two corpus sizes in one run: push (TIGRAG's default) on each
+question's seeds, the sizes taking turns on every question, so that the ratio
+of their p50s is measured under the same conditions.
+
+    python scripts/ppr_side_by_side.py --dsn postgresql://...  \\
+        --database pgrag_scale_c --database pgrag_scale_b --labels 1x,10x \\
+        --questions ../shared/bench/2wiki/questions.jsonl --out docs/benchmarks/ppr_side_by_side.json
+
+The databases are those `pgrag bench scale --database ...` grew (corpus
+"scale"); each one's ranking index is read (or mapped) once before timing.
+Also reported: how often push's top-20 tokens equal the exact power
+iteration's at each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pgrag
+from pgrag.evaluate import load_questions
+from pgrag.graph import personalized_pagerank, push_pagerank, top_nodes
+from pgrag.postings import ranking_index
+
+
+def _database(dsn: str, name: str) -> str:
+    base, _, params = dsn.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", required=True, help="any database of the server (its name is replaced)")
+    parser.add_argument("--database", action="append", required=True, help="a database grown by bench scale")
+    parser.add_argument("--labels", required=True, help="one label per --database, comma-separated")
+    parser.add_argument("--corpus", default="scale")
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes over the questions")
+    parser.add_argument("--gamma", type=int, default=20)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    labels = args.labels.split(",")
+    if len(labels) != len(args.database):
+        parser.error("--labels needs one label per --database")
+    questions = [q.question for q in load_questions(args.questions)]
+
+    sizes = []
+    for name in args.database:
+        db = pgrag.connect(_database(args.dsn, name), migrate=False)
+        kb = db.corpus(args.corpus, create=False)
+        graph = ranking_index(db, kb.id).graph
+        ctx = kb.context(False)
+        seeds = [sorted({graph.index[t] for t in terms if t in graph.index})
+                 for terms in ctx.tokenize_many(questions)]
+        agree = sum(set(top_nodes(push_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores, args.gamma).tolist())
+                    == set(top_nodes(personalized_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores,
+                                     args.gamma).tolist()) for s in seeds)
+        sizes.append({"graph": graph, "seeds": seeds, "ms": [], "agree": agree / len(seeds),
+                      "nodes": graph.nodes, "edges": graph.edges})
+
+    for _ in range(args.repeats):
+        for i in range(len(questions)):
+            for size in sizes:         # the sizes take turns on each question
+                t0 = time.perf_counter()
+                push_pagerank(size["graph"], size["seeds"][i], damping=0.5, tolerance=1e-4)
+                size["ms"].append((time.perf_counter() - t0) * 1000)
+
+    report = {"questions": len(questions), "repeats": args.repeats, "sizes": {}}
+    for label, name, size in zip(labels, args.database, sizes):
+        ms = sorted(size["ms"])
+        report["sizes"][label] = {
+            "database": name, "nodes": size["nodes"], "edges": size["edges"],
+            "push_ms_p50": round(statistics.median(ms), 2), "push_ms_p95": round(ms[int(0.95 * (len(ms) - 1))], 2),
+            f"top{args.gamma}_agree_with_exact": round(size["agree"], 3)}
+    first = report["sizes"][labels[0]]["push_ms_p50"]
+    for label in labels[1:]:
+        report["sizes"][label]["p50_over_" + labels[0]] = round(report["sizes"][label]["push_ms_p50"] / first, 2)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
