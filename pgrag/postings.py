@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import PgragError
+from .exceptions import CorpusNotFound, PgragError
 from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph
 from .queries import binary_results, query
 
@@ -167,20 +167,25 @@ class Postings:
         """Every weight (rows × nodes; tests and oracles: a copy of the postings' size)."""
         return self.weights(np.arange(self.tf.shape[1]))
 
-    def bm25_top(self, columns: list[int], depth: int) -> list[int]:
+    def bm25_ranking(self, columns: list[int], depth: int) -> tuple[list[int], list[float]]:
         """The ``depth`` best chunk ids by Okapi BM25 for query tokens ``columns``
-        (graph node indexes, each counted once), best first, ties by chunk id:
-        the ranking of SQL's ``pgrag.bm25`` from the cached postings."""
+        (graph node indexes, each counted once), best first, ties by chunk id,
+        with their scores: the ranking of SQL's ``pgrag.bm25`` from the cached
+        postings (only the query's columns are read)."""
         columns = sorted(set(columns))
         if not columns or depth <= 0:
-            return []
+            return [], []
         sub = self.weights(columns)
         rows = np.unique(sub.indices)
         if not len(rows):
-            return []
+            return [], []
         score = np.asarray(sub.sum(axis=1)).ravel()[rows]
         order = np.lexsort((self.chunk_ids[rows], -score))[:depth]
-        return [int(c) for c in self.chunk_ids[rows[order]]]
+        return [int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[order]]
+
+    def bm25_top(self, columns: list[int], depth: int) -> list[int]:
+        """The chunk ids of ``bm25_ranking``."""
+        return self.bm25_ranking(columns, depth)[0]
 
     def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
         """Each chunk's best cosine to any of ``embeddings`` (what the SQL
@@ -317,7 +322,10 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     from . import graph_files
 
     key = (db.dsn, corpus_id)
-    version = int(db.fetch_row("graph_version", {"corpus_id": corpus_id})[0])
+    row = db.fetchone("graph_version", {"corpus_id": corpus_id})
+    if row is None:   # every corpus has its row from creation: this one was dropped
+        raise CorpusNotFound(f"corpus id {corpus_id} does not exist (dropped since it was opened?)")
+    version = int(row[0])
     with _cache_lock:
         cached = _cache.get(key)
     graph = cached_graph(db, corpus_id)

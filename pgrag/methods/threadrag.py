@@ -61,6 +61,7 @@ from ..postings import ranking_index
 from ..results import Hits, Trace
 from ..semantic import as_array
 from . import MethodSpec
+from .hybrid import fuse
 from .tigrag import NAME_LABELS
 
 if TYPE_CHECKING:
@@ -271,17 +272,7 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
     if wanted:
         documents.update(ctx.db.fetchall("chunk_documents", {"corpus_id": ctx.id, "chunk_ids": wanted}))
     trace.time("retrieve", t0)
-    return [_fused(ranked, depth) for ranked, depth in zip(lists, depths)], documents
-
-
-def _fused(rankings: list[list[int]], depth: int, rrf_k: int = 60) -> list[int]:
-    """Reciprocal rank fusion of chunk rankings (ranks from 1), as pgrag.hybrid:
-    score desc, then chunk id; the top ``depth``."""
-    score: dict[int, float] = {}
-    for ranked in rankings:
-        for rank, chunk_id in enumerate(ranked, start=1):
-            score[chunk_id] = score.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
-    return sorted(score, key=lambda c: (-score[c], c))[:depth]
+    return [[c for c, _ in fuse(ranked)[:depth]] for ranked, depth in zip(lists, depths)], documents
 
 
 def _documents_of(chunks: list[int], documents: dict[int, int], n: int, exclude: set[int]) -> list[int]:

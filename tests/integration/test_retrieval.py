@@ -56,6 +56,30 @@ def test_bm25_matches_an_independent_computation(db, kb, question):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+@pytest.mark.parametrize("method", ["bm25", "hybrid"])
+def test_python_bm25_and_hybrid_rank_as_the_sql_functions(db, kb, method):
+    """kb.retrieve ranks BM25 from the cached postings (and fuses it with HNSW
+    for hybrid): the same chunks, order and scores as SQL's pgrag.bm25 /
+    pgrag.hybrid, which scan the posting lists."""
+    from pgrag.embed import corpus_embedder
+
+    questions = ["Who was the mother of Lothair II?", "Where was Nicki Minaj born?", "queen Teutberga brother",
+                 "Lothair", "the of and"]
+    for question in questions:
+        hits = kb.retrieve(question, method=method, k=20)
+        with db.transaction() as conn:
+            if method == "bm25":
+                rows = conn.execute("SELECT chunk_id, score FROM pgrag.bm25(%s, %s, 20)",
+                                    (kb.name, question)).fetchall()
+            else:
+                vector = corpus_embedder(kb.info).encode([question])[0]
+                rows = conn.execute("SELECT chunk_id, score FROM pgrag.hybrid(%s, %s, %s::vector, 20)",
+                                    (kb.name, question, list(map(float, vector)))).fetchall()
+        assert [h.provenance.chunk_id for h in hits] == [r[0] for r in rows], question
+        assert [h.score for h in hits] == pytest.approx([r[1] for r in rows], rel=1e-12, abs=1e-12)
+        assert (len(hits) > 0) == (question != "the of and" or method == "hybrid")   # dense has no stopwords
+
+
 def test_bm25_and_dense_find_the_obvious_document(kb):
     for method in ("bm25", "dense"):
         hits = kb.retrieve("Where was Nicki Minaj born?", method=method, k=3)
