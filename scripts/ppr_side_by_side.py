@@ -1,6 +1,7 @@
 """PPR at two corpus sizes in one run: push (TIGRAG's default) on each
-question's seeds, the sizes taking turns on every question, so that the ratio
-of their p50s is measured under the same conditions.
+question's seeds, the sizes taking turns on every question (or, with --order
+blocks, on every pass over the questions), so that the ratio of their p50s is
+measured under the same conditions.
 
     python scripts/ppr_side_by_side.py --dsn postgresql://...  \\
         --database pgrag_scale_c --database pgrag_scale_b --labels 1x,10x \\
@@ -40,6 +41,9 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the questions")
     parser.add_argument("--gamma", type=int, default=20)
+    parser.add_argument("--order", choices=("interleaved", "blocks"), default="interleaved",
+                        help="interleaved: the sizes take turns on every question (each push then starts "
+                             "with the other graph in the CPU caches); blocks: on every pass over the questions")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     labels = args.labels.split(",")
@@ -61,14 +65,22 @@ def main() -> None:
         sizes.append({"graph": graph, "seeds": seeds, "ms": [], "agree": agree / len(seeds),
                       "nodes": graph.nodes, "edges": graph.edges})
 
-    for _ in range(args.repeats):
-        for i in range(len(questions)):
-            for size in sizes:         # the sizes take turns on each question
-                t0 = time.perf_counter()
-                push_pagerank(size["graph"], size["seeds"][i], damping=0.5, tolerance=1e-4)
-                size["ms"].append((time.perf_counter() - t0) * 1000)
+    def timed(size: dict, i: int) -> None:
+        t0 = time.perf_counter()
+        push_pagerank(size["graph"], size["seeds"][i], damping=0.5, tolerance=1e-4)
+        size["ms"].append((time.perf_counter() - t0) * 1000)
 
-    report = {"questions": len(questions), "repeats": args.repeats, "sizes": {}}
+    for _ in range(args.repeats):
+        if args.order == "interleaved":
+            for i in range(len(questions)):
+                for size in sizes:         # the sizes take turns on each question
+                    timed(size, i)
+        else:
+            for size in sizes:             # each size's questions in a row, the sizes taking turns per pass
+                for i in range(len(questions)):
+                    timed(size, i)
+
+    report = {"questions": len(questions), "repeats": args.repeats, "order": args.order, "sizes": {}}
     for label, name, size in zip(labels, args.database, sizes):
         ms = sorted(size["ms"])
         report["sizes"][label] = {
