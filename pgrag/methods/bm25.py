@@ -9,14 +9,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..postings import ranking_index
+from ..postings import B, K1, ranking_index
 from ..results import Hits, Trace
 from . import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context
-
-K1, B = 1.2, 0.75   # as pgrag.postings and pgrag.bm25
 
 
 def ranking(ctx: "Context", question: str, depth: int) -> tuple[list[int], list[float], list[str]]:
