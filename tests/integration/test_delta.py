@@ -6,6 +6,7 @@ change reads it all."""
 from __future__ import annotations
 
 import numpy as np
+import psycopg
 import pytest
 
 from pgrag import graph, postings
@@ -204,14 +205,15 @@ def test_a_chunk_without_tokens_is_added_and_removed_by_the_delta(db, kb, monkey
     assert_same_as_a_full_read(db, kb, gone)
 
 
-def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb):
+def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb, database_uri):
     """What pgrag.unindex_documents logs for a removed chunk is what the chunk
     added to the edges: per chunk, summing to pgrag.chunk_edge_counts (the
     ingest's counts; the two functions repeat one body and must stay in step)."""
     # enough chunks that the log (a tenth of them) keeps two removals
     kb.ingest([{"id": f"f{i}", "title": f"F{i}", "text": f"Filler {i} is a village."} for i in range(20)],
               progress=False)
-    with db.transaction() as conn:
+    # plain psycopg, as an application in another language would call the SQL functions
+    with psycopg.connect(database_uri) as conn:
         chunks = [r[0] for r in conn.execute(
             "SELECT c.chunk_id FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
             "WHERE c.corpus_id = %s AND d.external_id IN ('minaj', 'lothair') ORDER BY 1", (kb.id,))]
@@ -224,7 +226,7 @@ def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb):
         summed[(a, b)] = summed.get((a, b), 0) + w
     assert sorted((a, b, w) for (a, b), w in summed.items()) == total
     kb.delete(["minaj", "lothair"])
-    with db.transaction() as conn:
+    with psycopg.connect(database_uri) as conn:
         logged = conn.execute("SELECT chunk_id, edge_a, edge_b, edge_w FROM pgrag.chunk_removal "
                               "WHERE corpus_id = %s ORDER BY chunk_id", (kb.id,)).fetchall()
     assert [c for c, *_ in logged] == chunks
