@@ -21,6 +21,7 @@ FOLD_SHARE of the chunks changed, a thread folds the overlay into a new base.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -38,10 +39,20 @@ if TYPE_CHECKING:
 
 K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag.tigrag_pool
 
+# The shared vectors are a read-only mapping; torch only reads them (``_products``).
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+
 
 # Past this many blocks of chunk vectors an overlay is folded (in the
 # background: each lookup searches every block).
 MAX_VECTOR_BLOCKS = 32
+
+# Up to this many chunk vectors, the nearest chunks of a query embedding come
+# from one product over the cached vectors (exact) instead of pgrag.dense's HNSW
+# in SQL. Measured on 2 cores (docs/SCALING.md): 8 queries over 7,520 vectors
+# 0.7 ms against 25 ms of HNSW round trips at ef_search 200, over 75,000
+# vectors 16 ms against about 30; the product grows with the corpus, HNSW not.
+EXACT_SEARCH_MAX_VECTORS = 100_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,11 @@ class Vectors:
         if not len(ids):
             return self
         return Vectors(self.blocks + ((np.asarray(ids, dtype=np.int64), rows),))
+
+    @property
+    def count(self) -> int:
+        """Rows held, deleted chunks' included until a fold."""
+        return int(sum(len(ids) for ids, _ in self.blocks))
 
     def merged(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, rows) in one block, ascending: what the shared files hold."""
@@ -172,20 +188,29 @@ class Postings:
         (graph node indexes, each counted once), best first, ties by chunk id,
         with their scores: the ranking of SQL's ``pgrag.bm25`` from the cached
         postings (only the query's columns are read)."""
-        columns = sorted(set(columns))
-        if not columns or depth <= 0:
-            return [], []
-        sub = self.weights(columns)
-        rows = np.unique(sub.indices)
-        if not len(rows):
-            return [], []
-        score = np.asarray(sub.sum(axis=1)).ravel()[rows]
-        order = np.lexsort((self.chunk_ids[rows], -score))[:depth]
-        return [int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[order]]
+        return self.bm25_rankings([columns], [depth])[0]
 
-    def bm25_top(self, columns: list[int], depth: int) -> list[int]:
-        """The chunk ids of ``bm25_ranking``."""
-        return self.bm25_ranking(columns, depth)[0]
+    def bm25_rankings(self, queries: list[list[int]], depths: list[int]) -> list[tuple[list[int], list[float]]]:
+        """``bm25_ranking`` of several queries, the weights of all their columns
+        computed once (each weight depends only on its posting, so every
+        ranking is the one ``bm25_ranking`` gives alone)."""
+        wanted = [sorted(set(columns)) for columns in queries]
+        union = sorted(set().union(*wanted))
+        if not union:
+            return [([], []) for _ in queries]
+        every = self.weights(union)
+        at = {c: i for i, c in enumerate(union)}
+        out: list[tuple[list[int], list[float]]] = []
+        for columns, depth in zip(wanted, depths):
+            sub = every[:, [at[c] for c in columns]] if columns and depth > 0 else None
+            rows = np.unique(sub.indices) if sub is not None else np.zeros(0, np.int64)
+            if sub is None or not len(rows):
+                out.append(([], []))
+                continue
+            score = np.asarray(sub.sum(axis=1)).ravel()[rows]
+            order = np.lexsort((self.chunk_ids[rows], -score))[:depth]
+            out.append(([int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[order]]))
+        return out
 
     def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
         """Each chunk's best cosine to any of ``embeddings`` (what the SQL
@@ -200,6 +225,30 @@ class Postings:
         # `pgrag bench queries`)
         best = np.einsum("ij,kj->ik", self.vectors.rows(np.asarray(chunk_ids)), queries).max(axis=1)
         return {int(c): float(b) for c, b in zip(chunk_ids, best)}
+
+    def nearest(self, embeddings: list[np.ndarray], depth: int) -> list[tuple[list[int], list[float]]] | None:
+        """For each embedding, its ``depth`` live chunks by cosine, best first
+        (ties by chunk id), with the cosines: exact, from the cached vectors, the
+        ranking pgrag.dense's HNSW approximates. None past
+        EXACT_SEARCH_MAX_VECTORS vectors, where HNSW is cheaper."""
+        if self.vectors.count > EXACT_SEARCH_MAX_VECTORS:
+            return None
+        if not embeddings or depth <= 0 or not self.vectors.count:
+            return [([], []) for _ in embeddings]
+        queries = np.asarray(embeddings, dtype=np.float32)
+        queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+        ids = np.concatenate([b[0] for b in self.vectors.blocks])
+        scores = np.concatenate([_products(rows, queries) for _, rows in self.vectors.blocks])
+        if self.live is not None:
+            at = np.minimum(np.searchsorted(self.chunk_ids, ids), len(self.chunk_ids) - 1)
+            scores[~((self.chunk_ids[at] == ids) & self.live[at])] = -np.inf
+        out = []
+        for column in scores.T:
+            top = np.argpartition(-column, depth - 1)[:depth] if depth < len(column) else np.arange(len(column))
+            top = top[np.isfinite(column[top])]
+            top = top[np.lexsort((ids[top], -column[top]))]
+            out.append(([int(c) for c in ids[top]], [float(x) for x in column[top]]))
+        return out
 
     def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
              max_pool: int, bm25: bool = True) -> list[tuple[int, float, int]]:
@@ -228,6 +277,16 @@ class Postings:
         chosen = np.flatnonzero(keep)[:max_pool]
         candidates = len(rows)
         return [(int(self.chunk_ids[rows[i]]), float(rho[i]), candidates) for i in chosen]
+
+
+def _products(rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """rows · queriesᵀ (float32). With torch loaded (the encoder), on its
+    threads: a numpy product would wake OpenBLAS's, whose spinning then slows
+    the next embedding (see ``Postings.cosines``); einsum is 6x slower here."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return np.asarray(rows @ queries.T)
+    return (torch.from_numpy(rows) @ torch.from_numpy(queries).T).numpy()
 
 
 def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,

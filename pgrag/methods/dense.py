@@ -1,10 +1,14 @@
-"""Dense baseline: cosine top-k over chunk embeddings (pgrag.dense, HNSW)."""
+"""Dense baseline: cosine top-k over chunk embeddings. Up to
+EXACT_SEARCH_MAX_VECTORS chunks, exact from the cached vectors
+(``Postings.nearest``), the ranking pgrag.dense's HNSW approximates; past it,
+pgrag.dense in SQL."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..postings import ranking_index
 from ..results import Hits, Trace
 from . import MethodSpec
 
@@ -16,10 +20,16 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     trace = Trace(method="dense", query=question)
     vector = ctx.encode([question], trace)[0]
     t0 = time.perf_counter()
-    rows = ctx.db.fetchall("dense", {"corpus": ctx.name, "embedding": vector, "k": k})
+    nearest = ranking_index(ctx.db, ctx.id).postings.nearest([vector], k)
+    if nearest is None:
+        rows = ctx.db.fetchall("dense", {"corpus": ctx.name, "embedding": vector, "k": k})
+        trace.time("search", t0)
+        trace.step("dense", model=ctx.info.embedding_model, k=k, search="hnsw", candidates=len(rows))
+        return Hits(ctx.hits_from_rows(rows), trace)
+    ids, scores = nearest[0]
     trace.time("search", t0)
-    trace.step("dense", model=ctx.info.embedding_model, k=k, candidates=len(rows))
-    return Hits(ctx.hits_from_rows(rows), trace)
+    trace.step("dense", model=ctx.info.embedding_model, k=k, search="exact", candidates=len(ids))
+    return Hits(ctx.hits(ids, scores, None, trace), trace)
 
 
 SPEC = MethodSpec(name="dense", run=run)

@@ -1,13 +1,15 @@
 """Hybrid baseline: dense and BM25 fused by reciprocal rank fusion (k=60), as
 SQL's ``pgrag.hybrid`` fuses them: BM25 from the cached postings (the bm25
-method's ranking), dense by HNSW in SQL. What many users would pick instead of
-a graph method, so every report shows it."""
+method's ranking), dense as the dense method ranks (exact from the cached
+vectors, or pgrag.dense's HNSW past their size). What many users would pick
+instead of a graph method, so every report shows it."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..postings import ranking_index
 from ..results import Hits, Trace
 from . import MethodSpec
 from .bm25 import ranking as bm25_ranking
@@ -35,7 +37,8 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     t0 = time.perf_counter()
     depth = max(DEPTH, k)
     lexical, _, _ = bm25_ranking(ctx, question, depth)
-    dense = [chunk_id for _, chunk_id, _ in ctx.db.fetchall(
+    nearest = ranking_index(ctx.db, ctx.id).postings.nearest([vector], depth)
+    dense = nearest[0][0] if nearest is not None else [chunk_id for _, chunk_id, _ in ctx.db.fetchall(
         "dense_many", {"corpus": ctx.name, "embeddings": [vector], "k": depth})]
     fused = fuse([lexical, dense])[: max(k, 0)]
     trace.time("search", t0)

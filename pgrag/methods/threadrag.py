@@ -188,13 +188,14 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
                                   * len(entities), settings, trace)
     state = _State()
     first = _documents_of(ranked[0], documents, settings.documents, set())
-    _add_documents(ctx, state, first, settings.local_weight, settings, trace)
+    first = _claim(state, first, settings.local_weight)
     targeted = _targeted(ctx, entities, budget, state, settings, trace, prepared=(ranked[1:], documents))
-    _add_documents(ctx, state, targeted, settings.remote_weight, settings, trace)
+    # one query for both sets' nodes (the targeted documents exclude the first: state.documents)
+    _add_nodes(ctx, state, first + _claim(state, targeted, settings.remote_weight), settings, trace)
     if llm is None and settings.bridge_entities:
         bridges = _bridge_entities(state, question, entities, settings)
         found_docs = _targeted(ctx, bridges, len(bridges), state, settings, trace)
-        _add_documents(ctx, state, found_docs, settings.remote_weight, settings, trace)
+        _add_nodes(ctx, state, _claim(state, found_docs, settings.remote_weight), settings, trace)
         trace.step("bridge", entities=bridges, documents=found_docs)
     trace.step("documents", round=1, all=list(state.documents), entities=entities, targeted=targeted)
 
@@ -230,7 +231,7 @@ def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, ent
         if not new:
             trace.outcome["finish"] = "no_new_documents"
             return found
-        _add_documents(ctx, state, new, settings.remote_weight, settings, trace)
+        _add_nodes(ctx, state, _claim(state, new, settings.remote_weight), settings, trace)
         entities = list(dict.fromkeys(entities + missing))
     return found
 
@@ -248,17 +249,24 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
     """For each text (with its embedding): its top ``depths[i]`` chunks by
     ``settings.retrieval``, and the document of every chunk ranked. Hybrid is
     pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking from the cached
-    postings (pgrag.postings, no scan of the posting lists in SQL) and the HNSW
-    ranking of pgrag.dense (one round trip per distinct depth, for all its texts)."""
+    postings (pgrag.postings, no scan of the posting lists in SQL) and a dense
+    ranking: exact from the cached vectors (``Postings.nearest``), or past its
+    size pgrag.dense's HNSW (one round trip per distinct depth, for all its texts)."""
     t0 = time.perf_counter()
     lists: list[list[list[int]]] = [[] for _ in texts]
+    index = ranking_index(ctx.db, ctx.id)
     if settings.retrieval in ("hybrid", "bm25"):
-        index = ranking_index(ctx.db, ctx.id)
-        for ranked, terms, depth in zip(lists, ctx.tokenize_many(texts), depths):
-            ranked.append(index.postings.bm25_top([index.graph.index[t] for t in terms
-                                                   if t in index.graph.index], depth))
+        columns = [[index.graph.index[t] for t in terms if t in index.graph.index]
+                   for terms in ctx.tokenize_many(texts)]
+        for ranked, (ids, _) in zip(lists, index.postings.bm25_rankings(columns, depths)):
+            ranked.append(ids)
     documents: dict[int, int] = {}
-    if settings.retrieval in ("hybrid", "dense"):
+    nearest = (index.postings.nearest(vectors, max(depths, default=0))
+               if settings.retrieval in ("hybrid", "dense") else None)
+    if nearest is not None:
+        for ranked, (ids, _), depth in zip(lists, nearest, depths):
+            ranked.append(ids[:depth])
+    elif settings.retrieval in ("hybrid", "dense"):
         for depth in sorted(set(depths)):
             at = [i for i, d in enumerate(depths) if d == depth]
             dense: list[list[int]] = [[] for _ in at]
@@ -329,16 +337,24 @@ def _bridge_entities(state: _State, question: str, entities: list[str],
     return out
 
 
-def _add_documents(ctx: "Context", state: _State, documents: list[int], provenance: float,
-                   settings: ThreadragSettings, trace: Trace) -> None:
+def _claim(state: _State, documents: list[int], provenance: float) -> list[int]:
+    """Record ``documents`` not yet in the state with their provenance weight; the new ones."""
     new = [d for d in documents if d not in state.documents]
     for d in new:
         state.documents[d] = provenance
+    return new
+
+
+def _add_nodes(ctx: "Context", state: _State, new: list[int], settings: ThreadragSettings, trace: Trace) -> None:
+    """The semantic nodes of documents just claimed, in one query: document by
+    document in the order given, each document's in narrative order."""
     if not new:
         return
     t0 = time.perf_counter()
     rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": ctx.id, "document_ids": new,
                                               "labels": list(settings.entity_labels), "max_df": settings.rare_df})
+    position = {d: i for i, d in enumerate(new)}
+    rows.sort(key=lambda r: position[r[1]])   # stable: the query's narrative order within a document
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
                             keys=frozenset(r[8]) | frozenset(r[9]),

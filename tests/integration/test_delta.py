@@ -39,6 +39,13 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
     assert (p.tf != full.tf).nnz == 0 and np.array_equal(p.lengths, full.lengths)
     assert abs(p.bm25 - full.bm25).max() < 1e-12
     assert np.array_equal(p.vectors.rows(full.chunk_ids), full.vectors.rows(full.chunk_ids))
+    # exact nearest chunks over the overlay's blocks, removed chunks never among them
+    queries = list(full.vectors.rows(full.chunk_ids[:3]))
+    for depth in (3, len(full.chunk_ids) + 5):
+        for (ids, scores), (want, cosines) in zip(index.postings.nearest(queries, depth),
+                                                   full.nearest(queries, depth)):
+            assert ids == want and np.allclose(scores, cosines, rtol=0, atol=1e-6)
+    assert [len(ids) for ids, _ in index.postings.nearest(queries, len(full.chunk_ids) + 5)] == [len(full.chunk_ids)] * 3
     every = [full_graph.terms[i] for i in range(full_graph.nodes)]
     assert [g.index[t] for t in every] == list(range(full_graph.nodes))
     # the overlay as queries use it, unfolded

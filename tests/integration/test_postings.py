@@ -60,6 +60,51 @@ def test_the_cached_cosines_equal_the_sql_cosines(db, kb):
     assert max(abs(got[c] - want[c]) for c in want) < 1e-6
 
 
+def test_bm25_rankings_at_once_equal_each_alone(db, kb):
+    graph, index, _ = ranking_index(db, kb.id)
+    rng = np.random.default_rng(5)
+    queries = [rng.choice(graph.nodes, size=int(rng.integers(1, 6)), replace=False).tolist() for _ in range(8)]
+    queries += [[], queries[0] + queries[0]]
+    depths = [int(d) for d in rng.integers(0, 12, len(queries))]
+    together = index.bm25_rankings(queries, depths)
+    assert together == [index.bm25_ranking(q, d) for q, d in zip(queries, depths)]
+    assert sum(len(ids) for ids, _ in together) > 10
+
+
+def sql_nearest(db, kb, vector, k):
+    """An exact scan in SQL (no index matches the uncast column): (chunk, cosine), best first."""
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT chunk_id, 1 - (embedding <=> %(v)s) FROM pgrag.chunk WHERE corpus_id = %(c)s "
+            "ORDER BY embedding <=> %(v)s, chunk_id LIMIT %(k)s", {"v": vector, "c": kb.id, "k": k}).fetchall()
+
+
+def assert_nearest_is_exact(db, kb, index, vectors) -> None:
+    for depth in (1, 4, 1000):
+        for vector, (ids, scores) in zip(vectors, index.nearest(list(vectors), depth)):
+            want = sql_nearest(db, kb, vector, depth)
+            live = len(index.chunk_ids) if index.live is None else int(index.live.sum())
+            assert ids == [r[0] for r in want] and len(ids) == min(depth, live)
+            assert np.allclose(scores, [r[1] for r in want], rtol=0, atol=1e-6)
+
+
+def test_the_nearest_chunks_are_an_exact_scan(db, kb, monkeypatch):
+    """Postings.nearest against an exact scan in SQL, and the dense method on it
+    (HNSW in SQL past EXACT_SEARCH_MAX_VECTORS)."""
+    questions = ["Who was Lothair II's mother?", "Ermengarde of Tours", "Nicki Minaj rapper"]
+    vectors = kb.context(False).embedder.encode(questions)
+    _, index, _ = ranking_index(db, kb.id)
+    assert_nearest_is_exact(db, kb, index, vectors)
+    exact = kb.retrieve(questions[0], method="dense", k=4)
+    assert [s for s in exact.trace.steps if s["step"] == "dense"][0]["search"] == "exact"
+    assert [h.provenance.chunk_id for h in exact] == [r[0] for r in sql_nearest(db, kb, vectors[0], 4)]
+    monkeypatch.setattr(postings, "EXACT_SEARCH_MAX_VECTORS", len(index.chunk_ids) - 1)
+    assert index.nearest(list(vectors), 4) is None
+    hnsw = kb.retrieve(questions[0], method="dense", k=4)
+    assert [s for s in hnsw.trace.steps if s["step"] == "dense"][0]["search"] == "hnsw"
+    assert [(h.provenance, round(h.score, 6)) for h in hnsw] == [(h.provenance, round(h.score, 6)) for h in exact]
+
+
 def test_the_matrix_follows_ingest_and_delete(db, kb):
     graph, before, _ = ranking_index(db, kb.id)
     assert before.bm25.shape == (len(before.chunk_ids), graph.nodes) and before.nbytes > 0
