@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import sweep
 from .queries import query
 
 if TYPE_CHECKING:
@@ -144,10 +145,15 @@ class TokenGraph:
         """Stored entries scanned by one ``step`` (both matrices)."""
         return self.weights.nnz + (self.extra.nnz if self.extra is not None else 0)
 
+    @functools.cached_property
+    def _sweep_blocks(self) -> list[tuple[int, int, sp.csr_matrix]] | None:
+        return sweep.blocks_for(self.weights)
+
     def step(self, r: np.ndarray) -> np.ndarray:
-        """T · r: each node's mass spread over its edges in proportion to their weights."""
+        """T · r: each node's mass spread over its edges in proportion to their
+        weights (the base's product on several threads past a size: pgrag.sweep)."""
         x = r * self.inverse_degree
-        out = self.weights @ x
+        out = sweep.product(self.weights, self._sweep_blocks, x)
         return out + self.extra @ x if self.extra is not None else out
 
     def row_sizes(self, nodes: np.ndarray) -> int:
