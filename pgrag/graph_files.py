@@ -43,10 +43,11 @@ if TYPE_CHECKING:
     from .postings import Postings
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "w_data", "w_indices", "w_indptr")
-POSTINGS_ARRAYS = ("chunk_ids", "tf_data", "tf_indices", "tf_indptr", "lengths", "df", "vector_ids", "vectors")
+POSTINGS_ARRAYS = ("chunk_ids", "tf_data", "tf_indices", "tf_indptr", "lengths", "documents", "df", "vector_ids",
+                   "vectors")
 # Part of every folder's name: a version written by an older pgrag, with other
 # arrays, is never mistaken for one this code can map.
-FORMAT = 4
+FORMAT = 5
 
 
 def root() -> Path | None:
@@ -140,7 +141,8 @@ def _map(folder: Path, owner: int, version: int) -> "tuple[TokenGraph, Postings]
     postings = Postings(version=version, chunk_ids=a["chunk_ids"],
                         tf=sp.csc_matrix((a["tf_data"], a["tf_indices"], a["tf_indptr"]),
                                          shape=(len(a["chunk_ids"]), n), copy=False),
-                        lengths=a["lengths"], df=a["df"], vectors=Vectors.of(a["vector_ids"], a["vectors"]))
+                        lengths=a["lengths"], documents=a["documents"], df=a["df"],
+                        vectors=Vectors.of(a["vector_ids"], a["vectors"]))
     return graph, postings
 
 
@@ -194,7 +196,8 @@ def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> 
               "order": graph.index.order, "degree": graph.degree,
               "w_data": w.data, "w_indices": w.indices, "w_indptr": w.indptr,
               "chunk_ids": postings.chunk_ids, "tf_data": tf.data, "tf_indices": tf.indices, "tf_indptr": tf.indptr,
-              "lengths": postings.lengths, "df": postings.df, "vector_ids": vector_ids, "vectors": vectors}
+              "lengths": postings.lengths, "documents": postings.documents, "df": postings.df,
+              "vector_ids": vector_ids, "vectors": vectors}
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -122,6 +122,7 @@ class Postings:
     chunk_ids: np.ndarray     # row -> chunk_id, ascending (rows removed since the base stay, not live)
     tf: sp.csc_matrix         # rows × graph nodes
     lengths: np.ndarray       # row -> chunk length in tokens
+    documents: np.ndarray     # row -> the chunk's document_id
     df: np.ndarray            # column -> document frequency
     # each chunk's embedding, unit length (float32): the rerank's cosines are one
     # product here instead of a query over the pool (docs/SCALING.md: memory)
@@ -132,7 +133,8 @@ class Postings:
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (what a process pays for the cache)."""
-        arrays = [self.tf.data, self.tf.indices, self.tf.indptr, self.chunk_ids, self.lengths, self.df]
+        arrays = [self.tf.data, self.tf.indices, self.tf.indptr, self.chunk_ids, self.lengths, self.documents,
+                  self.df]
         if self.extra is not None:
             arrays += [self.extra.data, self.extra.indices, self.extra.indptr]
         if self.live is not None:
@@ -226,6 +228,14 @@ class Postings:
         best = np.einsum("ij,kj->ik", self.vectors.rows(np.asarray(chunk_ids)), queries).max(axis=1)
         return {int(c): float(b) for c, b in zip(chunk_ids, best)}
 
+    def documents_of(self, chunk_ids: list[int]) -> dict[int, int]:
+        """The document of each of ``chunk_ids`` (chunks of this version)."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        rows = np.minimum(np.searchsorted(self.chunk_ids, wanted), max(len(self.chunk_ids) - 1, 0))
+        if len(wanted) and not np.array_equal(self.chunk_ids[rows], wanted):
+            raise PgragError(f"chunks {wanted[self.chunk_ids[rows] != wanted][:5].tolist()} are not in the index")
+        return dict(zip(wanted.tolist(), self.documents[rows].tolist()))
+
     def nearest(self, embeddings: list[np.ndarray], depth: int) -> list[tuple[list[int], list[float]]] | None:
         """For each embedding, its ``depth`` live chunks by cosine, best first
         (ties by chunk id), with the cosines: exact, from the cached vectors, the
@@ -290,17 +300,18 @@ def _products(rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def build_postings(version: int, graph_tokens: np.ndarray, token_df: np.ndarray, chunk_ids: np.ndarray,
-                   lengths: np.ndarray, chunk: np.ndarray, token: np.ndarray, tf: np.ndarray,
-                   vectors: Vectors) -> Postings:
+                   lengths: np.ndarray, documents: np.ndarray, chunk: np.ndarray, token: np.ndarray,
+                   tf: np.ndarray, vectors: Vectors) -> Postings:
     """The matrix from the corpus's tokens (ids ascending, as the graph's nodes, with
     their document frequencies), chunks (ids ascending, with their lengths in
-    tokens and embeddings) and postings (chunk id, token id, term frequency)."""
+    tokens, documents and embeddings) and postings (chunk id, token id, term frequency)."""
     row = np.searchsorted(chunk_ids, chunk)
     col = np.searchsorted(graph_tokens, token)
     counts = sp.csc_matrix((tf.astype(np.float64), (row, col)), shape=(len(chunk_ids), len(graph_tokens)))
     counts.sort_indices()
     return Postings(version=version, chunk_ids=np.asarray(chunk_ids, dtype=np.int64), tf=counts,
-                    lengths=np.asarray(lengths, dtype=np.int64), df=np.asarray(token_df, dtype=np.int64),
+                    lengths=np.asarray(lengths, dtype=np.int64), documents=np.asarray(documents, dtype=np.int64),
+                    df=np.asarray(token_df, dtype=np.int64),
                     vectors=vectors)
 
 
@@ -346,7 +357,8 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
         return None
     return build_postings(graph.version, token_ids, np.fromiter((t[1] for t in tokens), np.int64, len(tokens)),
                           np.fromiter((c[0] for c in chunks), np.int64, len(chunks)),
-                          np.fromiter((c[1] for c in chunks), np.int64, len(chunks)), chunk, token, tf, vectors)
+                          np.fromiter((c[1] for c in chunks), np.int64, len(chunks)),
+                          np.fromiter((c[2] for c in chunks), np.int64, len(chunks)), chunk, token, tf, vectors)
 
 
 def _vectors(conn: Any, corpus_id: int, chunk_ids: np.ndarray, every: bool = False) -> np.ndarray | None:
@@ -530,7 +542,8 @@ def advance(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: Post
     if new_graph is None:
         return None
     lengths = np.array([c[1] for c in fresh], dtype=np.int64)
-    return new_graph, _advanced_postings(v, postings, new_graph, fresh_ids, lengths, rows, removed,
+    documents = np.array([c[2] for c in fresh], dtype=np.int64)
+    return new_graph, _advanced_postings(v, postings, new_graph, fresh_ids, (lengths, documents), rows, removed,
                                          (touched, np.array([df.get(int(t), 0) for t in touched], dtype=np.int64)),
                                          fresh_vectors)
 
@@ -598,11 +611,13 @@ def _advanced_graph(version: int, graph: TokenGraph, new_terms: list[tuple], edg
 
 
 def _advanced_postings(version: int, postings: Postings, graph: TokenGraph, fresh: np.ndarray,
-                       lengths: np.ndarray, rows: list[tuple], removed: np.ndarray,
+                       chunks: tuple[np.ndarray, np.ndarray], rows: list[tuple], removed: np.ndarray,
                        df_now: tuple[np.ndarray, np.ndarray], fresh_vectors: np.ndarray) -> Postings:
     """The postings with the new chunks' rows in ``extra``, the removed rows no
-    longer live, and the touched tokens' document frequencies current."""
+    longer live, and the touched tokens' document frequencies current. ``chunks``:
+    the new chunks' lengths and documents."""
     r0, n = len(postings.chunk_ids), graph.nodes
+    lengths, documents = chunks
     chunk_ids = np.concatenate([postings.chunk_ids, fresh])
     shape = (len(chunk_ids), n)
     live = np.ones(r0, dtype=bool) if postings.live is None else postings.live.copy()
@@ -617,7 +632,8 @@ def _advanced_postings(version: int, postings: Postings, graph: TokenGraph, fres
     extra = added if postings.extra is None else (_padded(postings.extra, shape) + added).tocsc()
     vectors = postings.vectors.added(fresh, fresh_vectors)
     return Postings(version=version, chunk_ids=chunk_ids, tf=_padded(postings.tf, shape),
-                    lengths=np.concatenate([postings.lengths, lengths]), df=df, vectors=vectors,
+                    lengths=np.concatenate([postings.lengths, lengths]),
+                    documents=np.concatenate([postings.documents, documents]), df=df, vectors=vectors,
                     extra=extra, live=None if live.all() else live)
 
 
@@ -651,6 +667,7 @@ def folded(graph: TokenGraph, postings: Postings) -> tuple[TokenGraph, Postings]
     new_graph = from_weights(graph.version, graph.token_ids[keep], Terms(graph.terms.by_node[keep]), w.tocsr())
     ids = postings.chunk_ids[rows]
     return new_graph, Postings(version=postings.version, chunk_ids=ids, tf=tf, lengths=postings.lengths[rows],
+                               documents=postings.documents[rows],
                                df=postings.df[keep], vectors=Vectors.of(ids, postings.vectors.rows(ids)))
 
 

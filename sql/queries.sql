@@ -374,11 +374,6 @@ FROM unnest(%(embeddings)s::vector[]) WITH ORDINALITY AS e(v, q)
 CROSS JOIN LATERAL pgrag.dense(%(corpus)s, e.v, %(k)s) h
 ORDER BY e.q, h.rank;
 
--- name: chunk_documents
--- The document of each of some chunks.
-SELECT chunk_id, document_id FROM pgrag.chunk
-WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
-
 -- name: threadrag_nodes
 -- results: binary
 -- Semantic nodes of documents with their embeddings, their name-like entities
@@ -718,8 +713,8 @@ ORDER BY corpus;
 SELECT token_id, df FROM pgrag.token WHERE corpus_id = %(corpus_id)s ORDER BY token_id;
 
 -- name: chunk_lengths
--- Every chunk's length in tokens, by id.
-SELECT chunk_id, n_tokens FROM pgrag.chunk WHERE corpus_id = %(corpus_id)s ORDER BY chunk_id;
+-- Every chunk's length in tokens and its document, by id.
+SELECT chunk_id, n_tokens, document_id FROM pgrag.chunk WHERE corpus_id = %(corpus_id)s ORDER BY chunk_id;
 
 -- name: postings_copy
 -- Every posting (chunk, token, term frequency), as a binary COPY of three bigints.
@@ -746,8 +741,8 @@ SELECT version, logged_from FROM pgrag.graph_version WHERE corpus_id = %(corpus_
 
 -- name: chunks_after
 -- Chunks added since a cached index (ids above its largest: ids only grow), with
--- their lengths in tokens.
-SELECT chunk_id, n_tokens FROM pgrag.chunk
+-- their lengths in tokens and their documents.
+SELECT chunk_id, n_tokens, document_id FROM pgrag.chunk
 WHERE corpus_id = %(corpus_id)s AND chunk_id > %(after)s ORDER BY chunk_id;
 
 -- name: removals_since

@@ -273,12 +273,11 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
             for q, chunk_id, document_id in ctx.db.fetchall("dense_many", {
                     "corpus": ctx.name, "embeddings": [vectors[i] for i in at], "k": depth}):
                 dense[q - 1].append(chunk_id)
-                documents[chunk_id] = document_id
+                documents[chunk_id] = document_id      # HNSW reads the table, maybe newer than the index
             for i, d in zip(at, dense):
                 lists[i].append(d)
-    wanted = sorted({c for ranked in lists for r in ranked for c in r} - documents.keys())
-    if wanted:
-        documents.update(ctx.db.fetchall("chunk_documents", {"corpus_id": ctx.id, "chunk_ids": wanted}))
+    documents.update(index.postings.documents_of(sorted({c for ranked in lists for r in ranked for c in r}
+                                                        - documents.keys())))
     trace.time("retrieve", t0)
     return [[c for c, _ in fuse(ranked)[:depth]] for ranked, depth in zip(lists, depths)], documents
 

@@ -37,6 +37,9 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
     assert np.array_equal(g.degree, full_graph.degree) and np.array_equal(g.dangling, full_graph.dangling)
     assert np.array_equal(p.chunk_ids, full.chunk_ids) and np.array_equal(p.df, full.df)
     assert (p.tf != full.tf).nnz == 0 and np.array_equal(p.lengths, full.lengths)
+    assert np.array_equal(p.documents, full.documents)
+    assert index.postings.documents_of(full.chunk_ids.tolist()) == dict(zip(full.chunk_ids.tolist(),
+                                                                            full.documents.tolist()))
     assert abs(p.bm25 - full.bm25).max() < 1e-12
     assert np.array_equal(p.vectors.rows(full.chunk_ids), full.vectors.rows(full.chunk_ids))
     # exact nearest chunks over the overlay's blocks, removed chunks never among them

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pgrag import postings
+from pgrag.exceptions import PgragError
 from pgrag.postings import ranking_index
 
 
@@ -58,6 +59,16 @@ def test_the_cached_cosines_equal_the_sql_cosines(db, kb):
     got = index.cosines(chunk_ids, embeddings)
     assert sorted(got) == sorted(want) and len(got) == len(chunk_ids) > 3
     assert max(abs(got[c] - want[c]) for c in want) < 1e-6
+
+
+def test_each_chunks_document_is_the_tables(db, kb):
+    _, index, _ = ranking_index(db, kb.id)
+    with db.transaction() as conn:
+        want = dict(conn.execute("SELECT chunk_id, document_id FROM pgrag.chunk WHERE corpus_id = %s",
+                                 (kb.id,)).fetchall())
+    assert index.documents_of(sorted(want)) == want and len(set(want.values())) > 3
+    with pytest.raises(PgragError, match="not in the index"):
+        index.documents_of([max(want) + 1])
 
 
 def test_bm25_rankings_at_once_equal_each_alone(db, kb):
