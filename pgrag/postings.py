@@ -204,14 +204,19 @@ class Postings:
         at = {c: i for i, c in enumerate(union)}
         out: list[tuple[list[int], list[float]]] = []
         for columns, depth in zip(wanted, depths):
-            sub = every[:, [at[c] for c in columns]] if columns and depth > 0 else None
-            rows = np.unique(sub.indices) if sub is not None else np.zeros(0, np.int64)
-            if sub is None or not len(rows):
+            spans = [slice(every.indptr[at[c]], every.indptr[at[c] + 1]) for c in columns]
+            if depth <= 0 or not spans:
                 out.append(([], []))
                 continue
-            score = np.asarray(sub.sum(axis=1)).ravel()[rows]
-            order = np.lexsort((self.chunk_ids[rows], -score))[:depth]
-            out.append(([int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[order]]))
+            # a chunk's score sums its columns in column order, as sub.sum(axis=1) would;
+            # every weight is positive (idf > 0, removed rows dropped), so scored rows are > 0
+            score = np.bincount(np.concatenate([every.indices[s] for s in spans]),
+                                weights=np.concatenate([every.data[s] for s in spans]), minlength=every.shape[0])
+            rows = np.flatnonzero(score > 0)
+            if len(rows) > depth:   # the rows tied with the depth-th best stay, for the tie-break by id
+                rows = rows[score[rows] >= np.partition(score[rows], len(rows) - depth)[len(rows) - depth]]
+            order = np.lexsort((self.chunk_ids[rows], -score[rows]))[:depth]
+            out.append(([int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[rows[order]]]))
         return out
 
     def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
