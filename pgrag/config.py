@@ -34,6 +34,13 @@ def server_python_path() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def sweep_threads(cores: int) -> int:
+    """Threads one PPR sweep may use (pgrag.sweep): ``PGRAG_THREADS``, else
+    ``cores``; 1 keeps every sweep on the calling thread (e.g. many server
+    backends sharing the cores)."""
+    return _positive_int("PGRAG_THREADS", os.environ.get("PGRAG_THREADS"), cores)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkingSettings:
     """TIGRAG §3.2/§4.1.5: sentence windows of s sentences overlapping by o; token

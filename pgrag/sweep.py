@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
+from .config import sweep_threads
+
 # Products over matrices of fewer stored entries stay on the calling thread:
 # below this the hand-off (about 0.4 ms on the 2-core machine) costs more than
 # the second core saves. Measured there, one product against two threads:
@@ -35,8 +37,9 @@ _pool_lock = threading.Lock()
 
 
 def threads() -> int:
-    """Threads a product may use: the machine's cores, at most MAX_THREADS."""
-    return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+    """Threads a product may use: ``PGRAG_THREADS``, else the machine's cores,
+    at most MAX_THREADS."""
+    return max(1, min(MAX_THREADS, sweep_threads(os.cpu_count() or 1)))
 
 
 def row_blocks(matrix: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_matrix]]:

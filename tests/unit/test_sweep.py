@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from pgrag import sweep
+from pgrag.exceptions import ConfigError
 from pgrag.graph import build_graph
 
 
@@ -60,6 +61,18 @@ def test_a_graph_past_the_size_sweeps_on_threads_with_the_same_result(monkeypatc
     threaded = graph()
     assert threaded._sweep_blocks is not None and len(threaded._sweep_blocks) == 3
     assert np.array_equal(threaded.step(r), alone.step(r))
+
+
+def test_pgrag_threads_sets_the_threads(monkeypatch):
+    m = random_csr(100, 1000, seed=5)
+    monkeypatch.setattr(sweep, "PARALLEL_MIN_ENTRIES", 10)
+    monkeypatch.setenv("PGRAG_THREADS", "1")
+    assert sweep.threads() == 1 and sweep.blocks_for(m) is None
+    monkeypatch.setenv("PGRAG_THREADS", "3")
+    assert sweep.threads() == 3 and len(sweep.blocks_for(m)) == 3
+    monkeypatch.setenv("PGRAG_THREADS", "0")
+    with pytest.raises(ConfigError, match="PGRAG_THREADS must be a positive integer"):
+        sweep.threads()
 
 
 def test_the_threads_block_every_signal():
