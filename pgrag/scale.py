@@ -175,12 +175,22 @@ def ppr_times(ctx: Any, questions: Sequence[str], gamma: int = 20) -> dict[str, 
 
 def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_p50: float) -> dict[str, Any]:
     """The first multi-hop TIGRAG query after ``change`` (an ingest or delete),
-    against the steady p50, and where its graph came from."""
+    against the steady p50, where its graph came from, and whether a background
+    fold of the overlay (pgrag.postings) was running at its start or end."""
     change()
+    folding = _folding()
     ms, hits = _ms(lambda: kb.retrieve(question, method="tigrag", k=10))
+    folding = folding or _folding()
     step: dict[str, Any] = next((s for s in hits.trace.steps if s["step"] == "graph"), {})
     return {"first_query_ms": round(ms, 1), "to_steady_p50": round(ms / steady_p50, 2) if steady_p50 else None,
-            "graph_stage_ms": round(hits.trace.timings_ms.get("graph", 0.0), 1), "source": step.get("source")}
+            "graph_stage_ms": round(hits.trace.timings_ms.get("graph", 0.0), 1), "source": step.get("source"),
+            "fold_running": folding}
+
+
+def _folding() -> bool:
+    import threading
+
+    return any(t.name == "pgrag-fold" and t.is_alive() for t in threading.enumerate())
 
 
 CHILD = """
@@ -189,7 +199,9 @@ import pgrag
 from pgrag.postings import ranking_index
 db = pgrag.connect(sys.argv[1], migrate=False)
 kb = db.corpus(sys.argv[2], create=False)
-kb.retrieve("warm up", method="dense", k=1)
+# the model and a connection, not the ranking index (every method now reads it)
+kb.context(False).encode(["warm up"])
+db.fetchone("graph_version", {"corpus_id": kb.id})
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):
