@@ -199,9 +199,12 @@ import pgrag
 from pgrag.postings import ranking_index
 db = pgrag.connect(sys.argv[1], migrate=False)
 kb = db.corpus(sys.argv[2], create=False)
-# the model and a connection, not the ranking index (every method now reads it)
-kb.context(False).encode(["warm up"])
-db.fetchone("graph_version", {"corpus_id": kb.id})
+# what a dense query by HNSW in SQL loads (the model, a connection, the method
+# registry, the hits path), without the ranking index, which every method now reads
+from pgrag import methods
+methods.registry()
+ctx = kb.context(False)
+ctx.hits_from_rows(db.fetchall("dense", {"corpus": kb.name, "embedding": ctx.encode(["warm up"])[0], "k": 1}))
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):
