@@ -393,3 +393,39 @@ def test_extract_from_sql_equals_the_python_extraction_and_resumes(pg_uri, templ
                 c.execute("SELECT pgrag.extract('sq', 'llm')")   # no LLM set for this session
             assert caught.value.sqlstate == "PR005" and "needs an LLM" in str(caught.value)
         db.close()
+
+
+THREADED_SWEEP = """
+import numpy as np, scipy.sparse as sp, signal
+from pgrag import sweep
+rng = np.random.default_rng(1)
+m = sp.coo_matrix((rng.uniform(1, 5, 300000), (rng.integers(0, 20000, 300000), rng.integers(0, 20000, 300000))),
+                  shape=(20000, 20000)).tocsr()
+x = rng.random(20000)
+if not np.array_equal(sweep.product(m, sweep.row_blocks(m, 2), x), m @ x):
+    plpy.error("threaded product differs")
+mask = sweep._executor().submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
+if signal.SIGINT not in mask or signal.SIGALRM not in mask or signal.SIGUSR1 not in mask:
+    plpy.error("a sweep thread takes signals: %s" % sorted(mask))
+"""
+
+
+def test_threaded_sweeps_in_a_backend_leave_it_cancellable(wiki_uri, kb):
+    """A PPR sweep's threads inside a server backend (pgrag.sweep): the product
+    is the single one, the threads block the signals PostgreSQL uses, and after
+    them the backend still obeys a statement timeout and a cancel, and answers."""
+    expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTIONS[0], method="tigrag", k=5)]
+    with psycopg.connect(wiki_uri, autocommit=True) as c, psycopg.connect(wiki_uri, autocommit=True) as admin:
+        c.execute("SELECT pgrag.embed('wiki', 'warm up')")        # the runtime's sys.path
+        c.execute(f"DO $$ {THREADED_SWEEP} $$ LANGUAGE plpython3u")
+        c.execute("SET statement_timeout = '100ms'")
+        with pytest.raises(errors.QueryCanceled):
+            c.execute("SELECT pg_sleep(2)")
+        c.execute("RESET statement_timeout")
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        canceller = threading.Timer(0.2, lambda: admin.execute("SELECT pg_cancel_backend(%s)", (pid,)))
+        canceller.start()
+        with pytest.raises(errors.QueryCanceled):
+            c.execute("SELECT pg_sleep(3)")
+        canceller.join()
+        assert [r[0] for r in _sql_hits(c, "wiki", QUESTIONS[0], "tigrag")] == expected
