@@ -236,9 +236,11 @@ class Postings:
     def documents_of(self, chunk_ids: list[int]) -> dict[int, int]:
         """The document of each of ``chunk_ids`` (chunks of this version)."""
         wanted = np.asarray(chunk_ids, dtype=np.int64)
-        rows = np.minimum(np.searchsorted(self.chunk_ids, wanted), max(len(self.chunk_ids) - 1, 0))
-        if len(wanted) and not np.array_equal(self.chunk_ids[rows], wanted):
-            raise PgragError(f"chunks {wanted[self.chunk_ids[rows] != wanted][:5].tolist()} are not in the index")
+        rows = np.searchsorted(self.chunk_ids, wanted)
+        found = rows < len(self.chunk_ids)
+        found[found] = self.chunk_ids[rows[found]] == wanted[found]
+        if not found.all():
+            raise PgragError(f"chunks {wanted[~found][:5].tolist()} are not in the index")
         return dict(zip(wanted.tolist(), self.documents[rows].tolist()))
 
     def nearest(self, embeddings: list[np.ndarray], depth: int) -> list[tuple[list[int], list[float]]] | None:

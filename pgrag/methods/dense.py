@@ -1,7 +1,8 @@
 """Dense baseline: cosine top-k over chunk embeddings. Up to
 EXACT_SEARCH_MAX_VECTORS chunks, exact from the cached vectors
 (``Postings.nearest``), the ranking pgrag.dense's HNSW approximates; past it,
-pgrag.dense in SQL."""
+pgrag.dense in SQL. Like bm25, the first query of a process maps the corpus's
+shared index files (or reads the index once)."""
 
 from __future__ import annotations
 
