@@ -261,9 +261,10 @@ class Postings:
             scores[~((self.chunk_ids[at] == ids) & self.live[at])] = -np.inf
         out = []
         for column in scores.T:
-            top = np.argpartition(-column, depth - 1)[:depth] if depth < len(column) else np.arange(len(column))
-            top = top[np.isfinite(column[top])]
-            top = top[np.lexsort((ids[top], -column[top]))]
+            top = np.flatnonzero(np.isfinite(column))
+            if len(top) > depth:   # the rows tied with the depth-th best stay, for the tie-break by id
+                top = top[column[top] >= np.partition(column[top], len(top) - depth)[len(top) - depth]]
+            top = top[np.lexsort((ids[top], -column[top]))][:depth]
             out.append(([int(c) for c in ids[top]], [float(x) for x in column[top]]))
         return out
 
