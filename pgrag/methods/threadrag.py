@@ -191,11 +191,11 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     first = _claim(state, first, settings.local_weight)
     targeted = _targeted(ctx, entities, budget, state, settings, trace, prepared=(ranked[1:], documents))
     # one query for both sets' nodes (the targeted documents exclude the first: state.documents)
-    _add_nodes(ctx, state, first + _claim(state, targeted, settings.remote_weight), settings, trace)
+    _add_nodes(ctx, state, [first, _claim(state, targeted, settings.remote_weight)], settings, trace)
     if llm is None and settings.bridge_entities:
         bridges = _bridge_entities(state, question, entities, settings)
         found_docs = _targeted(ctx, bridges, len(bridges), state, settings, trace)
-        _add_nodes(ctx, state, _claim(state, found_docs, settings.remote_weight), settings, trace)
+        _add_nodes(ctx, state, [_claim(state, found_docs, settings.remote_weight)], settings, trace)
         trace.step("bridge", entities=bridges, documents=found_docs)
     trace.step("documents", round=1, all=list(state.documents), entities=entities, targeted=targeted)
 
@@ -231,7 +231,7 @@ def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, ent
         if not new:
             trace.outcome["finish"] = "no_new_documents"
             return found
-        _add_nodes(ctx, state, _claim(state, new, settings.remote_weight), settings, trace)
+        _add_nodes(ctx, state, [_claim(state, new, settings.remote_weight)], settings, trace)
         entities = list(dict.fromkeys(entities + missing))
     return found
 
@@ -344,16 +344,19 @@ def _claim(state: _State, documents: list[int], provenance: float) -> list[int]:
     return new
 
 
-def _add_nodes(ctx: "Context", state: _State, new: list[int], settings: ThreadragSettings, trace: Trace) -> None:
-    """The semantic nodes of documents just claimed, in one query: document by
-    document in the order given, each document's in narrative order."""
+def _add_nodes(ctx: "Context", state: _State, groups: list[list[int]], settings: ThreadragSettings,
+               trace: Trace) -> None:
+    """The semantic nodes of groups of documents just claimed, in one query:
+    group by group, within a group by document id, each document's in
+    narrative order (the order of one query per group)."""
+    new = [d for group in groups for d in group]
     if not new:
         return
     t0 = time.perf_counter()
     rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": ctx.id, "document_ids": new,
                                               "labels": list(settings.entity_labels), "max_df": settings.rare_df})
-    position = {d: i for i, d in enumerate(new)}
-    rows.sort(key=lambda r: position[r[1]])   # stable: the query's narrative order within a document
+    group_of = {d: i for i, group in enumerate(groups) for d in group}
+    rows.sort(key=lambda r: group_of[r[1]])   # stable: the query's order within a group
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
                             keys=frozenset(r[8]) | frozenset(r[9]),
