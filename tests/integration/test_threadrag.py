@@ -61,6 +61,26 @@ def test_document_retrieval_equals_the_sql_functions(db, kb, retrieval, depth):
     assert any(got)
 
 
+def test_one_node_query_for_two_groups_keeps_their_order(kb):
+    """_add_nodes with two groups gives the nodes one query per group would."""
+    from pgrag.methods import threadrag
+    from pgrag.results import Trace
+
+    ctx = kb.context(False)
+    settings = threadrag.ThreadragSettings()
+    with kb.db.transaction() as conn:
+        docs = [r[0] for r in conn.execute("SELECT DISTINCT document_id FROM pgrag.semantic_node "
+                                           "WHERE corpus_id = %s ORDER BY 1", (kb.id,))]
+    assert len(docs) >= 3
+    groups = [[docs[-1], docs[0]], [docs[1]]]        # the second group's document sorts before the first's last
+    one, two = threadrag._State(), threadrag._State()
+    threadrag._add_nodes(ctx, one, groups, settings, Trace(method="threadrag", query="q"))
+    for group in groups:
+        threadrag._add_nodes(ctx, two, [group], settings, Trace(method="threadrag", query="q"))
+    assert [n.node_id for n in one.nodes] == [n.node_id for n in two.nodes]
+    assert [n.document_id for n in one.nodes][-1] == docs[1]
+
+
 def test_one_pass_without_llm(kb):
     hits = kb.retrieve(QUESTION, method="threadrag", k=4, llm=False)
     trace = hits.trace
