@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from .. import nlp, prompts
 from ..graph import propagate_energy, reachable
 from ..llm import LLMError, short_answer
-from ..postings import ranking_index
+from ..postings import RankingIndex, ranking_index
 from ..results import Hits, Trace
 from ..semantic import as_array
 from . import MethodSpec
@@ -161,6 +161,7 @@ class Pathfinding:
 @dataclass(kw_only=True)
 class _State:
     documents: dict[int, float] = field(default_factory=dict)   # document -> provenance weight
+    index: RankingIndex | None = None    # the ranking index of this question's every retrieval: one version
     nodes: list[Node] = field(default_factory=list)
 
 
@@ -183,10 +184,10 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     vectors = ctx.encode([question, *entities], trace)
     q_vec = vectors[0]
     budget = settings.entity_documents * len(entities)
+    state = _State(index=ranking_index(ctx.db, ctx.id))
     ranked, documents = _rankings(ctx, [question, *entities], vectors,
                                   [_depth(settings, settings.documents)] + [_depth(settings, _share(budget, entities))]
-                                  * len(entities), settings, trace)
-    state = _State()
+                                  * len(entities), settings, trace, state.index)
     first = _documents_of(ranked[0], documents, settings.documents, set())
     first = _claim(state, first, settings.local_weight)
     targeted = _targeted(ctx, entities, budget, state, settings, trace, prepared=(ranked[1:], documents))
@@ -245,16 +246,18 @@ def _depth(settings: ThreadragSettings, n: int) -> int:
 
 
 def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depths: list[int],
-              settings: ThreadragSettings, trace: Trace) -> tuple[list[list[int]], dict[int, int]]:
+              settings: ThreadragSettings, trace: Trace,
+              index: RankingIndex | None = None) -> tuple[list[list[int]], dict[int, int]]:
     """For each text (with its embedding): its top ``depths[i]`` chunks by
     ``settings.retrieval``, and the document of every chunk ranked. Hybrid is
     pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking from the cached
     postings (pgrag.postings, no scan of the posting lists in SQL) and a dense
     ranking: exact from the cached vectors (``Postings.nearest``), or past its
-    size pgrag.dense's HNSW (one round trip per distinct depth, for all its texts)."""
+    size pgrag.dense's HNSW (one round trip per distinct depth, for all its texts).
+    ``index``: the question's ranking index (read here when not given)."""
     t0 = time.perf_counter()
     lists: list[list[list[int]]] = [[] for _ in texts]
-    index = ranking_index(ctx.db, ctx.id)
+    index = index or ranking_index(ctx.db, ctx.id)
     if settings.retrieval in ("hybrid", "bm25"):
         columns = [[index.graph.index[t] for t in terms if t in index.graph.index]
                    for terms in ctx.tokenize_many(texts)]
@@ -307,7 +310,8 @@ def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, s
     per_entity = _share(budget, entities)
     if prepared is None:
         vectors = ctx.encode(entities, trace)
-        prepared = _rankings(ctx, entities, vectors, [_depth(settings, per_entity)] * len(entities), settings, trace)
+        prepared = _rankings(ctx, entities, vectors, [_depth(settings, per_entity)] * len(entities), settings, trace,
+                             state.index)
     ranked, documents = prepared
     seen = set(state.documents)
     lists = [_documents_of(r, documents, per_entity, seen) for r in ranked]
