@@ -51,7 +51,7 @@ MAX_VECTOR_BLOCKS = 32
 # from one product over the cached vectors (exact) instead of pgrag.dense's HNSW
 # in SQL. Measured on 2 cores (scripts/nearest_vs_hnsw.py, docs/SCALING.md),
 # 8 queries at k = 50 against dense_many at ef_search 200: 2Wiki's 7,520
-# vectors 2.9 ms (0.7 on torch's threads) against 30; random vectors (HNSW's
+# vectors 2.9 ms (1.1 on torch's threads) against 30; random vectors (HNSW's
 # worst case) 2.8 against 37 ms over 7,520 and 26 against 122 ms over 75,000.
 # The product grows with the corpus, HNSW not.
 EXACT_SEARCH_MAX_VECTORS = 100_000
