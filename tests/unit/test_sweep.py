@@ -60,7 +60,12 @@ def test_a_graph_past_the_size_sweeps_on_threads_with_the_same_result(monkeypatc
     monkeypatch.setattr(sweep, "threads", lambda: 3)
     threaded = graph()
     assert threaded._sweep_blocks is not None and len(threaded._sweep_blocks) == 3
-    assert np.array_equal(threaded.step(r), alone.step(r))
+    want = alone.step(r)
+    seen = []
+    product = sweep.product
+    monkeypatch.setattr(sweep, "product", lambda m, blocks, x: seen.append(blocks) or product(m, blocks, x))
+    assert np.array_equal(threaded.step(r), want)
+    assert len(seen) == 1 and len(seen[0]) == 3        # the step went through the three blocks
 
 
 def test_pgrag_threads_sets_the_threads(monkeypatch):
