@@ -376,6 +376,20 @@ def _ratios(report: dict[str, Any]) -> None:
     }
 
 
+def database_dsn(dsn: str, name: str) -> str:
+    """``dsn`` with its database name replaced by ``name`` (its parameters kept)."""
+    base, _, params = dsn.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")
+
+
+def print_report(report: dict[str, Any], out: Path | None) -> None:
+    """A measurement script's JSON report, printed and, with ``out``, written there."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
 def _database(admin_dsn: str, name: str, replace: bool, resume: bool) -> str:
     import psycopg
     from psycopg import sql
@@ -388,5 +402,4 @@ def _database(admin_dsn: str, name: str, replace: bool, resume: bool) -> str:
         if not (exists and resume):
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    base, _, params = admin_dsn.partition("?")
-    return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")
+    return database_dsn(admin_dsn, name)

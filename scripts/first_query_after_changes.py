@@ -34,8 +34,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    base, _, params = args.dsn.partition("?")
-    dsn = base.rsplit("/", 1)[0] + "/" + args.database + ("?" + params if params else "")
+    dsn = scale.database_dsn(args.dsn, args.database)
     passages = json.loads(args.corpus_file.read_text(encoding="utf-8"))
     questions = [q.question for q in load_questions(args.questions)]
     db = pgrag.connect(dsn, migrate=False)
@@ -56,10 +55,7 @@ def main() -> None:
         ratios = [run[kind]["to_steady_p50"] for run in changes["runs"]]
         report[kind + "_range"] = [min(ratios), max(ratios)]
     db.close()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    scale.print_report(report, args.out)
 
 
 if __name__ == "__main__":

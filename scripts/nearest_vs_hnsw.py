@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import pgrag
+from pgrag import scale
 from pgrag.postings import ranking_index
 
 
@@ -30,9 +31,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    base, _, params = args.dsn.partition("?")
-    db = pgrag.connect(base.rsplit("/", 1)[0] + "/" + args.database + ("?" + params if params else ""),
-                       migrate=False)
+    db = pgrag.connect(scale.database_dsn(args.dsn, args.database), migrate=False)
     kb = db.corpus(args.corpus, create=False)
     index = ranking_index(db, kb.id).postings
     rng = np.random.default_rng(0)

@@ -16,20 +16,15 @@ iteration's at each size.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 
 import pgrag
+from pgrag import scale
 from pgrag.evaluate import load_questions
 from pgrag.graph import personalized_pagerank, push_pagerank, top_nodes
 from pgrag.postings import ranking_index
-
-
-def _database(dsn: str, name: str) -> str:
-    base, _, params = dsn.partition("?")
-    return base.rsplit("/", 1)[0] + "/" + name + ("?" + params if params else "")
 
 
 def main() -> None:
@@ -53,7 +48,7 @@ def main() -> None:
 
     sizes = []
     for name in args.database:
-        db = pgrag.connect(_database(args.dsn, name), migrate=False)
+        db = pgrag.connect(scale.database_dsn(args.dsn, name), migrate=False)
         kb = db.corpus(args.corpus, create=False)
         graph = ranking_index(db, kb.id).graph
         ctx = kb.context(False)
@@ -90,10 +85,7 @@ def main() -> None:
     first = report["sizes"][labels[0]]["push_ms_p50"]
     for label in labels[1:]:
         report["sizes"][label]["p50_over_" + labels[0]] = round(report["sizes"][label]["push_ms_p50"] / first, 2)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    scale.print_report(report, args.out)
 
 
 if __name__ == "__main__":

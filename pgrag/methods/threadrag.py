@@ -257,7 +257,7 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
     ``index``: the question's ranking index (read here when not given)."""
     t0 = time.perf_counter()
     lists: list[list[list[int]]] = [[] for _ in texts]
-    index = index or ranking_index(ctx.db, ctx.id)
+    index = index if index is not None else ranking_index(ctx.db, ctx.id)
     if settings.retrieval in ("hybrid", "bm25"):
         columns = [[index.graph.index[t] for t in terms if t in index.graph.index]
                    for terms in ctx.tokenize_many(texts)]
