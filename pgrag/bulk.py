@@ -1,6 +1,6 @@
 """Many rows into one table: COPY over psycopg, one INSERT ... unnest over SPI.
 
-Ingest writes sentences, chunks, entities and semantic nodes in bulk. A client
+Ingest writes sentences, chunks, entities, semantic nodes and name vectors in bulk. A client
 process streams them with COPY (binary); inside the server (``pgrag.spi``) there
 is no COPY, so the same rows go in as one array per column through the named
 ``bulk_<table>`` query. Both statements live in ``sql/queries.sql``.
@@ -25,6 +25,8 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "semantic_node": (("corpus_id", "int8"), ("document_id", "int8"), ("ordinal", "int4"),
                       ("first_sentence", "int4"), ("last_sentence", "int4"), ("char_start", "int4"),
                       ("char_end", "int4"), ("text", "text"), ("embedding", "vector")),
+    "entity_vector": (("corpus_id", "int8"), ("document_id", "int8"), ("key", "text"), ("sentence", "int4"),
+                      ("embedding", "vector")),
 }
 
 

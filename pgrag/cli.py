@@ -245,7 +245,8 @@ def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, p
     click.echo(
         f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
         f"{report.chunks} chunks, {report.sentences} sentences in {report.total_seconds:.1f}s"
-        + (f"; {report.nodes} semantic nodes ({report.node_embedding_seconds:.1f}s embedding)"
+        + (f"; {report.nodes} semantic nodes and {report.names} name vectors "
+           f"({report.node_embedding_seconds:.1f}s embedding)"
            if "threadrag" in kb.families else ""))
     if report.backfill is not None:
         click.echo(_nodes_line(data["backfill"]))
@@ -260,7 +261,8 @@ def _ingest_methods(names: str) -> list[str]:
 
 def _nodes_line(r: dict[str, Any]) -> str:
     return (f"semantic nodes: {r['nodes']} for {r['documents']} documents in {r['total_seconds']:.1f}s "
-            f"({r['sentences_embedded']} sentences and {r['nodes_embedded']} nodes embedded)")
+            f"({r['sentences_embedded']} sentences and {r['nodes_embedded']} nodes embedded); "
+            f"{r.get('names', 0)} name vectors")
 
 
 def _extraction_line(r: dict[str, Any]) -> str:

@@ -31,6 +31,8 @@ _DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"
 class Embedder(Protocol):
     name: str
     dim: int
+    # The model's tokenizer lower-cases, so a text and its lower-case form get the same vector.
+    uncased: bool
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray: ...
 
@@ -54,6 +56,7 @@ class SentenceTransformerEmbedder:
         if not dim:
             raise ConfigError(f"embedding model {name!r} does not report its dimension")
         self.dim = int(dim)
+        self.uncased = bool(getattr(self._model.tokenizer, "do_lower_case", False))
         self._lock = threading.Lock()  # torch modules are not re-entrant across threads
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
@@ -71,6 +74,7 @@ class RandomEmbedder:
 
     def __init__(self, name: str, dim: int) -> None:
         self.name, self.dim = name, dim
+        self.uncased = False   # the seed is the exact text
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -2,8 +2,8 @@
 
 A family is the stored data some methods need beyond what every method uses
 (chunks, postings, token graph). Today there is one: ``threadrag``, ThreadRAG's
-semantic nodes and narrative edges (``pgrag.semantic``), which roughly double an
-ingest's embedding time. ``pgrag.corpus.families`` lists the families a corpus
+semantic nodes, narrative edges and name vectors (``pgrag.semantic``), which
+roughly double an ingest's embedding time. ``pgrag.corpus.families`` lists the families a corpus
 maintains; ingest (client, in-server, follow worker) builds a family's rows only
 for the corpora that list it, and a method whose family is missing refuses to
 run with the command that builds it (``MethodNotBuilt``).
@@ -82,12 +82,13 @@ def enable(db: "QueryRunner", corpus_id: int, family: str) -> tuple[str, ...]:
 
 
 def disable(db: "QueryRunner", corpus_id: int, family: str, *, drop: bool = False) -> int:
-    """Stop maintaining ``family``; with ``drop`` also delete its rows. Returns the
-    number of rows dropped (semantic nodes)."""
+    """Stop maintaining ``family``; with ``drop`` also delete its rows (semantic
+    nodes and name vectors). Returns the number of semantic nodes dropped."""
     check(family)
     with db.transaction() as conn:
         conn.execute(query("corpus_write_lock"), {"corpus_id": corpus_id})
         conn.execute(query("remove_corpus_family"), {"corpus_id": corpus_id, "family": family})
         if not drop:
             return 0
+        conn.execute(query("drop_entity_vectors"), {"corpus_id": corpus_id})
         return int(conn.execute(query("drop_semantic_nodes"), {"corpus_id": corpus_id}).fetchone()[0])

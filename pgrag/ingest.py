@@ -15,6 +15,7 @@ ThreadRAG's semantic nodes are built only for a corpus that maintains the
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from .db import Database
 from .embed import Embedder
 from .families import locked_families
 from .queries import query
-from .semantic import DocumentText, NodeRow, copy_nodes, plan_nodes
+from .semantic import DocumentText, NameRow, NodeRow, copy_names, copy_nodes, document_names, plan_names, plan_nodes
 from .sources import DocumentIn
 from .text import chunk_search_text, content_hash, sentence_windows
 
@@ -48,11 +49,12 @@ class IngestReport:
     chunks: int = 0
     entities: int = 0
     nodes: int = 0                    # ThreadRAG semantic nodes (0 unless the corpus maintains them)
+    names: int = 0                    # ThreadRAG name vectors (likewise)
     total_seconds: float = 0.0
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0
     other_seconds: float = 0.0
-    node_embedding_seconds: float = 0.0   # part of embedding_seconds: sentences and nodes
+    node_embedding_seconds: float = 0.0   # part of embedding_seconds: sentences, nodes and names
     triples: Any = None  # an extract.ExtractionReport when triples were extracted
     backfill: Any = None  # a semantic.NodeReport when ``methods`` enabled a family for older documents
 
@@ -75,6 +77,8 @@ class _Prepared:
     embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     nodes: list[NodeRow] | None = None        # None: not planned (the corpus did not maintain them)
     node_embeddings: list[np.ndarray] = field(default_factory=list)
+    names: list[NameRow] = field(default_factory=list)         # planned with the nodes
+    name_embeddings: list[np.ndarray] = field(default_factory=list)
 
 
 def ingest(
@@ -192,8 +196,13 @@ def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestRep
         p.nodes = doc_nodes
         p.node_embeddings = vectors[offset: offset + len(doc_nodes)]
         offset += len(doc_nodes)
-    report.embedding_seconds += stats["seconds"]
-    report.node_embedding_seconds += stats["seconds"]
+        p.names = document_names(((e.text, e.start) for e in _chunked(p) if e.label in nlp.NAME_LABELS),
+                                 p.sentences)
+    name_vectors, name_seconds = plan_names([p.names for p in prepared], embedder)
+    for p, doc_vectors in zip(prepared, name_vectors):
+        p.name_embeddings = doc_vectors
+    report.embedding_seconds += stats["seconds"] + name_seconds
+    report.node_embedding_seconds += stats["seconds"] + name_seconds
 
 
 def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
@@ -277,8 +286,10 @@ def _write_nodes(conn: Any, cid: int, work: list[_Prepared], ids: dict[str, int]
     # Prepared from a CorpusInfo read before the family was enabled: plan now,
     # under the lock, so no document written after an enable lacks its nodes.
     _plan_nodes([p for p in work if p.nodes is None], embedder, report)
-    report.nodes += copy_nodes(conn, cid, [ids[p.doc.external_id] for p in work], [p.nodes or [] for p in work],
+    doc_ids = [ids[p.doc.external_id] for p in work]
+    report.nodes += copy_nodes(conn, cid, doc_ids, [p.nodes or [] for p in work],
                                [v for p in work for v in p.node_embeddings])
+    report.names += copy_names(conn, cid, doc_ids, [p.names for p in work], [p.name_embeddings for p in work])
 
 
 def _copy_rows(conn: Any, cid: int, work: list[_Prepared],
@@ -302,6 +313,19 @@ def _copy_rows(conn: Any, cid: int, work: list[_Prepared],
     report.chunks += bulk.write(conn, "chunk", chunks)
     report.entities += bulk.write(conn, "chunk_entity", entity_rows)
     return chunk_ids
+
+
+def _chunked(p: _Prepared) -> list[nlp.Entity]:
+    """The document's entities that some chunk holds whole: those stored in chunk_entity.
+    Chunks are sentence windows, their starts and ends both increasing, so the
+    last chunk starting at or before an entity ends furthest: it holds the entity or none does."""
+    starts = [c.start for c in p.chunks]
+    out = []
+    for e in _unique(p.entities):
+        i = bisect.bisect_right(starts, e.start) - 1
+        if i >= 0 and e.end <= p.chunks[i].end:
+            out.append(e)
+    return out
 
 
 def _unique(entities: list[nlp.Entity]) -> list[nlp.Entity]:

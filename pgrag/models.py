@@ -291,6 +291,27 @@ class SemanticNode(Base):
     embedding: Mapped[Any] = mapped_column(Vector())
 
 
+class EntityVector(Base):
+    """The vector of a name one document mentions (ThreadRAG; migration 0010),
+    keyed by ``pgrag.nlp.name_key``; it cascades with the sentence of the first mention."""
+
+    __tablename__ = "entity_vector"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["corpus_id", "document_id", "sentence"],
+            ["pgrag.sentence.corpus_id", "pgrag.sentence.document_id", "pgrag.sentence.ordinal"],
+            ondelete="CASCADE"),
+        CheckConstraint("key <> ''"),
+        Index("entity_vector_key_idx", "corpus_id", "key"),
+    )
+
+    corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    document_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    sentence: Mapped[int] = mapped_column(Integer)
+    embedding: Mapped[Any] = mapped_column(Vector())
+
+
 class SemanticEdge(Base):
     """An undirected edge between two semantic nodes (node_a < node_b)."""
 

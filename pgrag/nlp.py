@@ -16,6 +16,18 @@ from .text import paragraph_spans
 
 KEEP = ("tok2vec", "senter", "ner")
 
+# Entity types worth a hop: names of people, places, organisations, works, events.
+# Dates and numbers (DATE, CARDINAL, ...) rarely bridge to another document.
+NAME_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "WORK_OF_ART", "EVENT", "PRODUCT", "LAW", "LANGUAGE")
+
+
+def name_key(text: str) -> str:
+    """A name as stored with its vector (``pgrag.entity_vector``): lower-cased,
+    whitespace runs as one space. An uncased model (``Embedder.uncased``) gives
+    the key the name's own vector, since its tokenizer lower-cases and splits on
+    whitespace anyway."""
+    return " ".join(text.lower().split())
+
 
 @dataclass(frozen=True, slots=True)
 class Entity:

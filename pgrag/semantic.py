@@ -12,12 +12,19 @@ edges, which depend on other documents, are built at query time
 (``pgrag.methods.threadrag``). Sentences are reused from the ``sentence`` table
 (no re-splitting); only documents long enough to be cut have their sentences
 embedded.
+
+The family also stores name vectors (``pgrag.entity_vector``): the vector of
+each distinct name-like entity a document mentions, keyed by
+``pgrag.nlp.name_key``, so that ThreadRAG looks up the names it retrieves for
+instead of encoding them per question. Only an uncased model's key has the
+name's own vector, so a cased model stores none (and ThreadRAG encodes).
 """
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +33,7 @@ from tqdm import tqdm
 
 from . import bulk
 from .embed import Embedder
+from .nlp import NAME_LABELS, name_key
 from .queries import query
 from .segment import DEFAULT, SegmentSettings, can_split, segment
 from .text import chunk_search_text
@@ -42,6 +50,12 @@ class NodeRow:
     start: int
     end: int
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NameRow:
+    key: str          # pgrag.nlp.name_key of the name
+    sentence: int     # the sentence of its first mention
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +78,7 @@ class NodeReport:
     nodes: int = 0
     sentences_embedded: int = 0
     nodes_embedded: int = 0
+    names: int = 0                 # name vectors stored
     embedding_seconds: float = 0.0
     total_seconds: float = 0.0
 
@@ -115,6 +130,38 @@ def plan_nodes(docs: Sequence[DocumentText], embedder: Embedder,
     return nodes, [e for e in embeddings if e is not None], stats
 
 
+def document_names(mentions: Iterable[tuple[str, int]], sentences: Sequence[tuple[int, int]]) -> list[NameRow]:
+    """The distinct name keys of a document's name-like mentions (text, start
+    offset), in text order, each with the sentence of its first mention."""
+    starts = [s for s, _ in sentences]
+    out: dict[str, NameRow] = {}
+    for text, start in sorted(mentions, key=lambda m: m[1]):
+        key = name_key(text)
+        if key and key not in out:
+            out[key] = NameRow(key=key, sentence=max(0, bisect.bisect_right(starts, start) - 1))
+    return list(out.values())
+
+
+def plan_names(names: Sequence[Sequence[NameRow]], embedder: Embedder) -> tuple[list[list[np.ndarray]], float]:
+    """One vector per name of each document, every distinct key encoded once,
+    and the seconds spent. A cased model gets none: its key's vector is not the name's."""
+    if not getattr(embedder, "uncased", False):
+        return [[] for _ in names], 0.0
+    keys = list(dict.fromkeys(n.key for doc in names for n in doc))
+    t0 = time.perf_counter()
+    vectors = dict(zip(keys, embedder.encode(keys))) if keys else {}
+    return [[vectors[n.key] for n in doc] for doc in names], time.perf_counter() - t0
+
+
+def copy_names(conn: Any, corpus_id: int, document_ids: Sequence[int], names: Sequence[Sequence[NameRow]],
+               vectors: Sequence[Sequence[np.ndarray]]) -> int:
+    """Write name vectors (documents in the order of ``document_ids``)."""
+    rows = [(corpus_id, doc_id, n.key, n.sentence, v)
+            for doc_id, doc_names, doc_vectors in zip(document_ids, names, vectors)
+            for n, v in zip(doc_names, doc_vectors)]
+    return bulk.write(conn, "entity_vector", rows)
+
+
 def copy_nodes(conn: Any, corpus_id: int, document_ids: Sequence[int],
                nodes: Sequence[Sequence[NodeRow]], embeddings: Sequence[np.ndarray]) -> int:
     """Write nodes (documents in the order of ``document_ids``) and their narrative edges."""
@@ -147,8 +194,48 @@ def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: 
             if not _backfill_batch(corpus, batch, settings, report):
                 break   # disabled meanwhile: stop adding nodes nobody maintains
             bar.update(len(batch))
+    # Documents given nodes before name vectors existed (migration 0010) get them now.
+    todo = [r[0] for r in corpus.db.fetchall("documents_without_entity_vectors", {
+        "corpus_id": corpus.id, "labels": list(NAME_LABELS)})] if getattr(corpus.embedder, "uncased", False) else []
+    with tqdm(total=len(todo), unit="doc", desc=f"name vectors {corpus.name}",
+              disable=not progress or not todo) as bar:
+        for i in range(0, len(todo), batch_size):
+            batch = todo[i: i + batch_size]
+            if not _backfill_names(corpus, batch, report):
+                break
+            bar.update(len(batch))
     report.total_seconds = time.perf_counter() - started
     return report
+
+
+def _names_of(corpus: "Context", rows: Sequence[Sequence[Any]]) -> list[list[NameRow]]:
+    """The names of the documents of ``segmentation_input`` rows, from their stored entities."""
+    mentions: dict[int, list[tuple[str, int]]] = {}
+    for doc_id, entity, start in corpus.db.fetchall("document_names", {
+            "corpus_id": corpus.id, "document_ids": [r[0] for r in rows], "labels": list(NAME_LABELS)}):
+        mentions.setdefault(doc_id, []).append((entity, start))
+    return [document_names(mentions.get(r[0], []), list(zip(r[4], r[5]))) for r in rows]
+
+
+def _backfill_names(corpus: "Context", document_ids: list[int], report: NodeReport) -> bool:
+    """Name vectors of one batch of documents that have nodes, committed; False
+    (nothing written) when the corpus no longer maintains the family."""
+    from .families import locked_families
+
+    rows = corpus.db.fetchall("segmentation_input", {"corpus_id": corpus.id, "document_ids": document_ids})
+    names = _names_of(corpus, rows)
+    vectors, seconds = plan_names(names, corpus.embedder)
+    report.embedding_seconds += seconds
+    with corpus.db.transaction() as conn:
+        conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.id})
+        if "threadrag" not in locked_families(conn, corpus.id):
+            return False
+        ready = {r[0] for r in conn.execute(query("documents_ready_for_entity_vectors"), {
+            "corpus_id": corpus.id, "document_ids": [r[0] for r in rows], "hashes": [r[3] for r in rows]})}
+        keep = [i for i, r in enumerate(rows) if r[0] in ready]
+        report.names += copy_names(conn, corpus.id, [rows[i][0] for i in keep], [names[i] for i in keep],
+                                   [vectors[i] for i in keep])
+    return True
 
 
 def _backfill_batch(corpus: "Context", document_ids: list[int], settings: SegmentSettings,
@@ -166,7 +253,9 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
                          chunks=chunk_vectors.get(doc_id, {}))
             for doc_id, title, body, _hash, starts, ends in rows]
     nodes, embeddings, stats = plan_nodes(docs, corpus.embedder, settings)
-    report.embedding_seconds += stats["seconds"]
+    names = _names_of(corpus, rows)
+    name_vectors, name_seconds = plan_names(names, corpus.embedder)
+    report.embedding_seconds += stats["seconds"] + name_seconds
     report.sentences_embedded += int(stats["sentences_embedded"])
     report.nodes_embedded += int(stats["nodes_embedded"])
     with corpus.db.transaction() as conn:
@@ -177,14 +266,19 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
         # its current version gets its nodes from ingest.
         ready = {r[0] for r in conn.execute(query("documents_ready_for_nodes"), {
             "corpus_id": corpus.id, "document_ids": [r[0] for r in rows], "hashes": [r[3] for r in rows]})}
-        keep_ids, keep_nodes, keep_vectors = [], [], []
+        keep_ids, keep_nodes, keep_vectors, keep_names, keep_name_vectors = [], [], [], [], []
         vectors = iter(embeddings)
-        for row, doc_nodes in zip(rows, nodes):
+        for row, doc_nodes, doc_names, doc_name_vectors in zip(rows, nodes, names, name_vectors):
             vecs = [next(vectors) for _ in doc_nodes]
             if row[0] in ready:
                 keep_ids.append(row[0])
                 keep_nodes.append(doc_nodes)
                 keep_vectors.extend(vecs)
+                keep_names.append(doc_names)
+                keep_name_vectors.append(doc_name_vectors)
         report.nodes += copy_nodes(conn, corpus.id, keep_ids, keep_nodes, keep_vectors)
+        # A document whose nodes alone were lost may still hold its names: written afresh.
+        conn.execute(query("drop_entity_vectors_of"), {"corpus_id": corpus.id, "document_ids": keep_ids})
+        report.names += copy_names(conn, corpus.id, keep_ids, keep_names, keep_name_vectors)
         report.documents += len(keep_ids)
     return True

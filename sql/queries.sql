@@ -332,6 +332,55 @@ ON CONFLICT DO NOTHING;
 WITH gone AS (DELETE FROM pgrag.semantic_node WHERE corpus_id = %(corpus_id)s RETURNING 1)
 SELECT count(*) FROM gone;
 
+-- name: drop_entity_vectors
+-- Delete every stored name vector of a corpus (they belong to the threadrag family too).
+DELETE FROM pgrag.entity_vector WHERE corpus_id = %(corpus_id)s;
+
+-- name: drop_entity_vectors_of
+-- Delete the name vectors of some documents (a node backfill writes them again with the nodes).
+DELETE FROM pgrag.entity_vector WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[]);
+
+-- name: entity_vectors
+-- results: binary
+-- Stored name vectors by key (pgrag.nlp.name_key): one per key (every copy is the same text's vector).
+SELECT DISTINCT ON (v.key) v.key, v.embedding FROM pgrag.entity_vector v
+WHERE v.corpus_id = %(corpus_id)s AND v.key = ANY (%(keys)s::text[])
+ORDER BY v.key, v.document_id;
+
+-- name: document_names
+-- The stored mentions of documents' entities with the given labels, in text order
+-- (the rows a name vector is built from): document, entity, where it starts.
+SELECT c.document_id, e.entity, e.char_start FROM pgrag.chunk_entity e
+JOIN pgrag.chunk c ON c.corpus_id = e.corpus_id AND c.chunk_id = e.chunk_id
+WHERE c.corpus_id = %(corpus_id)s AND c.document_id = ANY (%(document_ids)s::bigint[])
+  AND e.label = ANY (%(labels)s::text[])
+ORDER BY c.document_id, e.char_start, e.char_end, e.chunk_id;
+
+-- name: documents_without_entity_vectors
+-- Documents with semantic nodes and named entities but no name vectors: those
+-- indexed before migration 0010 (what a backfill must add).
+SELECT d.document_id FROM pgrag.document d
+WHERE d.corpus_id = %(corpus_id)s AND d.indexed_hash = d.content_hash
+  AND EXISTS (SELECT 1 FROM pgrag.semantic_node n WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
+  AND EXISTS (SELECT 1 FROM pgrag.chunk c
+              JOIN pgrag.chunk_entity e ON e.corpus_id = c.corpus_id AND e.chunk_id = c.chunk_id
+              WHERE c.corpus_id = d.corpus_id AND c.document_id = d.document_id
+                AND e.label = ANY (%(labels)s::text[]))
+  AND NOT EXISTS (SELECT 1 FROM pgrag.entity_vector v
+                  WHERE v.corpus_id = d.corpus_id AND v.document_id = d.document_id)
+ORDER BY d.document_id;
+
+-- name: documents_ready_for_entity_vectors
+-- Of the given documents, those still indexed at the given hash, with nodes and without name vectors (locked).
+SELECT d.document_id FROM pgrag.document d
+JOIN unnest(%(document_ids)s::bigint[], %(hashes)s::text[]) AS x(document_id, hash)
+     ON d.document_id = x.document_id
+WHERE d.corpus_id = %(corpus_id)s AND d.content_hash = x.hash AND d.indexed_hash = x.hash
+  AND EXISTS (SELECT 1 FROM pgrag.semantic_node n WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
+  AND NOT EXISTS (SELECT 1 FROM pgrag.entity_vector v
+                  WHERE v.corpus_id = d.corpus_id AND v.document_id = d.document_id)
+FOR UPDATE OF d;
+
 -- name: documents_without_nodes
 -- Indexed documents with sentences but no semantic nodes yet (what a backfill must do).
 SELECT d.document_id FROM pgrag.document d
@@ -537,6 +586,19 @@ SELECT * FROM unnest(%(corpus_id)s::bigint[],
        %(char_start)s::integer[],
        %(char_end)s::integer[],
        %(text)s::text[],
+       %(embedding)s::vector[]);
+
+-- name: copy_entity_vector
+-- Rows of pgrag.entity_vector by binary COPY.
+COPY pgrag.entity_vector (corpus_id, document_id, key, sentence, embedding) FROM STDIN (FORMAT BINARY);
+
+-- name: bulk_entity_vector
+-- Rows of pgrag.entity_vector as one array per column.
+INSERT INTO pgrag.entity_vector (corpus_id, document_id, key, sentence, embedding)
+SELECT * FROM unnest(%(corpus_id)s::bigint[],
+       %(document_id)s::bigint[],
+       %(key)s::text[],
+       %(sentence)s::integer[],
        %(embedding)s::vector[]);
 
 -- name: transaction_read_only

@@ -55,6 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import nlp, prompts
+from ..nlp import NAME_LABELS, name_key
 from ..graph import propagate_energy, reachable
 from ..llm import LLMError, short_answer
 from ..postings import RankingIndex, ranking_index
@@ -62,7 +63,6 @@ from ..results import Hits, Trace
 from ..semantic import as_array
 from . import MethodSpec
 from .hybrid import fuse
-from .tigrag import NAME_LABELS
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -181,7 +181,7 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     # The question and its entities in one encode and one retrieval round trip:
     # the entities' rankings do not depend on the question's documents, which
     # they only exclude afterwards.
-    vectors = ctx.encode([question, *entities], trace)
+    vectors = _encode_names(ctx, [question], entities, trace)
     q_vec = vectors[0]
     budget = settings.entity_documents * len(entities)
     state = _State(index=ranking_index(ctx.db, ctx.id))
@@ -238,6 +238,27 @@ def _rounds(ctx: "Context", state: _State, question: str, q_vec: np.ndarray, ent
 
 
 # -- retrieval -----------------------------------------------------------------
+
+
+def _encode_names(ctx: "Context", texts: list[str], names: list[str], trace: Trace) -> list[np.ndarray]:
+    """Vectors of ``texts``, then of ``names``: a name's stored vector
+    (``pgrag.entity_vector``, built with the semantic nodes) when the corpus has
+    its key and the model is uncased, so that the key's vector is the name's;
+    the rest encoded, all in one batch."""
+    keys = [name_key(n) for n in names]
+    stored: dict[str, np.ndarray] = {}
+    if keys and getattr(ctx.embedder, "uncased", False):
+        t0 = time.perf_counter()
+        stored = {key: as_array(v) for key, v in ctx.db.fetchall(
+            "entity_vectors", {"corpus_id": ctx.id, "keys": sorted(set(keys))})}
+        trace.time("names", t0)
+    missing = [n for n, key in zip(names, keys) if key not in stored]
+    encoded = iter(ctx.encode([*texts, *missing], trace) if texts or missing else [])
+    out = [next(encoded) for _ in texts]
+    out.extend(stored[key] if key in stored else next(encoded) for key in keys)
+    if names:
+        trace.step("name_vectors", stored=len(names) - len(missing), encoded=len(missing))
+    return out
 
 
 def _depth(settings: ThreadragSettings, n: int) -> int:
@@ -309,7 +330,7 @@ def _targeted(ctx: "Context", entities: list[str], budget: int, state: _State, s
         return []
     per_entity = _share(budget, entities)
     if prepared is None:
-        vectors = ctx.encode(entities, trace)
+        vectors = _encode_names(ctx, [], entities, trace)
         prepared = _rankings(ctx, entities, vectors, [_depth(settings, per_entity)] * len(entities), settings, trace,
                              state.index)
     ranked, documents = prepared

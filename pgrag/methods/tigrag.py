@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import nlp
+from ..nlp import NAME_LABELS
 from ..graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
 from ..postings import Postings, ranking_index
 from ..results import Hits, Trace
@@ -43,11 +44,6 @@ from . import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context
-
-# Entity types worth a hop: names of people, places, organisations, works, events.
-# Dates and numbers (DATE, CARDINAL, ...) rarely bridge to another document.
-NAME_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "WORK_OF_ART", "EVENT", "PRODUCT", "LAW", "LANGUAGE")
-
 
 HOP_EMBEDDINGS = ("concat", "sum", "joint")
 

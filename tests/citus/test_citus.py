@@ -258,6 +258,7 @@ HOT = {  # queries.sql statements that the methods run per question, with values
     "threadrag_nodes": lambda kb, ids: {"corpus_id": kb.id, "document_ids": [1, 2], "labels": ["PERSON"],
                                         "max_df": 5},
     "dense_many": lambda kb, ids: {"corpus": kb.name, "embeddings": [_vec(kb, "x"), _vec(kb, "y")], "k": 5},
+    "entity_vectors": lambda kb, ids: {"corpus_id": kb.id, "keys": ["paris", "france"]},
     "threadrag_stored_edges": lambda kb, ids: {"corpus_id": kb.id, "node_ids": [1, 2, 3]},
     "threadrag_chunks": lambda kb, ids: {"corpus_id": kb.id, "document_ids": [1], "starts": [0], "ends": [50]},
     "cirag_unextracted": lambda kb, ids: {"corpus_id": kb.id, "document_ids": [1, 2], "extractor": "spacy"},

@@ -90,6 +90,10 @@ def everything(db: pgrag.Database, corpus_id: int) -> dict:
                JOIN pgrag.document da ON da.corpus_id = a.corpus_id AND da.document_id = a.document_id
                JOIN pgrag.document db ON db.corpus_id = b.corpus_id AND db.document_id = b.document_id
                WHERE e.corpus_id = %s""", (corpus_id,)).fetchall())
+        out["names"] = sorted(conn.execute(
+            """SELECT d.external_id, v.key, v.sentence FROM pgrag.entity_vector v
+               JOIN pgrag.document d USING (corpus_id, document_id) WHERE v.corpus_id = %s""",
+            (corpus_id,)).fetchall())
         out["documents"] = sorted(conn.execute(
             "SELECT external_id, title, body, content_hash = indexed_hash FROM pgrag.document WHERE corpus_id = %s",
             (corpus_id,)).fetchall())
@@ -103,8 +107,11 @@ def everything(db: pgrag.Database, corpus_id: int) -> dict:
                WHERE t.corpus_id = %s
                UNION ALL
                SELECT d.external_id || '#' || n.ordinal, n.embedding::text FROM pgrag.semantic_node n
-               JOIN pgrag.document d USING (corpus_id, document_id) WHERE n.corpus_id = %s""",
-            (corpus_id, corpus_id, corpus_id)).fetchall()
+               JOIN pgrag.document d USING (corpus_id, document_id) WHERE n.corpus_id = %s
+               UNION ALL
+               SELECT d.external_id || '@' || v.key, v.embedding::text FROM pgrag.entity_vector v
+               JOIN pgrag.document d USING (corpus_id, document_id) WHERE v.corpus_id = %s""",
+            (corpus_id, corpus_id, corpus_id, corpus_id)).fetchall()
     out["vectors"] = {key: np.array(json.loads(v)) for key, v in vectors}
     return out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pgrag.nlp import NAME_LABELS, name_key
 from pgrag.semantic import as_array, build_semantic_nodes
 
 
@@ -31,6 +32,20 @@ def narrative_edges_of(db, kb):
             "JOIN pgrag.document da ON da.corpus_id = a.corpus_id AND da.document_id = a.document_id "
             "JOIN pgrag.document db ON db.corpus_id = b.corpus_id AND db.document_id = b.document_id "
             "WHERE e.corpus_id = %s ORDER BY 1, 2", (kb.id,)).fetchall()
+
+
+def names_of(db, kb):
+    """(document, key, sentence of the first mention, vector) of every stored name vector."""
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT d.external_id, v.key, v.sentence, v.embedding FROM pgrag.entity_vector v "
+            "JOIN pgrag.document d USING (corpus_id, document_id) WHERE v.corpus_id = %s ORDER BY 1, 2",
+            (kb.id,)).fetchall()
+
+
+def same_names(a, b):
+    assert [r[:3] for r in a] == [r[:3] for r in b]
+    assert all(np.allclose(as_array(x[3]), as_array(y[3]), atol=1e-5) for x, y in zip(a, b))
 
 
 def without_body(rows):
@@ -60,6 +75,33 @@ def test_node_text_is_the_document_slice_and_nodes_tile_the_sentences(db, wiki_d
     assert all(a == b and ob == oa + 1 and kind == "narrative" and w == 1.0 for a, oa, b, ob, kind, w in edges)
 
 
+def test_name_vectors_are_the_vectors_of_the_names_as_written(db, wiki_docs):
+    """One row per distinct name-like entity of a document, at the sentence of
+    its first mention, holding the vector of the name as the text writes it (the
+    uncased model gives the lower-cased key the same vector)."""
+    kb = db.corpus("names", methods=["threadrag"])
+    kb.ingest(wiki_docs, progress=False)
+    rows = names_of(db, kb)
+    with db.transaction() as conn:
+        mentions = conn.execute(
+            "SELECT d.external_id, e.entity, s.ordinal FROM pgrag.chunk_entity e "
+            "JOIN pgrag.chunk c ON c.corpus_id = e.corpus_id AND c.chunk_id = e.chunk_id "
+            "JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id "
+            "JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id "
+            "     AND s.char_start <= e.char_start AND e.char_start < s.char_end "
+            "WHERE e.corpus_id = %s AND e.label = ANY (%s) ORDER BY d.external_id, e.char_start",
+            (kb.id, list(NAME_LABELS))).fetchall()
+    first: dict[tuple[str, str], tuple[int, str]] = {}
+    for ext, entity, sentence in mentions:
+        first.setdefault((ext, name_key(entity)), (sentence, entity))
+    assert len(rows) > len(wiki_docs)
+    assert {(r[0], r[1]): r[2] for r in rows} == {k: v[0] for k, v in first.items()}
+    written = [first[(r[0], r[1])][1] for r in rows]
+    assert any(w != r[1] for w, r in zip(written, rows))          # some names are written with capitals
+    for row, vector in zip(rows, kb.embedder.encode(written)):
+        assert np.allclose(as_array(row[3]), vector, atol=1e-5), row[:2]
+
+
 def test_replace_and_delete_clean_up_and_equal_a_rebuild(db, wiki_docs):
     kb = db.corpus("churn", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False)
@@ -71,6 +113,7 @@ def test_replace_and_delete_clean_up_and_equal_a_rebuild(db, wiki_docs):
     fresh.ingest(final, progress=False)
     assert without_body(nodes_of(db, kb)) == without_body(nodes_of(db, fresh))
     assert narrative_edges_of(db, kb) == narrative_edges_of(db, fresh)
+    same_names(names_of(db, kb), names_of(db, fresh))
     assert not any(r[0] == "minaj" for r in nodes_of(db, kb))
     with db.transaction() as conn:   # no orphans: every node's document and edge's nodes exist
         assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge e WHERE corpus_id = %s AND NOT EXISTS "
@@ -82,6 +125,7 @@ def test_backfill_builds_the_same_nodes_and_resumes(db, wiki_docs):
     kb = db.corpus("backfill", methods=["threadrag"])
     kb.ingest(wiki_docs, progress=False)
     before = nodes_of(db, kb, with_vectors=True)
+    names = names_of(db, kb)
     edges = narrative_edges_of(db, kb)
     with db.transaction() as conn:
         conn.execute("DELETE FROM pgrag.semantic_node WHERE corpus_id = %s AND document_id IN "
@@ -94,7 +138,25 @@ def test_backfill_builds_the_same_nodes_and_resumes(db, wiki_docs):
     for a, b in zip(after, before):
         assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
     assert narrative_edges_of(db, kb) == edges
+    same_names(names_of(db, kb), names)     # written again with the nodes, not twice
     assert build_semantic_nodes(kb, progress=False).documents == 0     # nothing left to do
+
+
+def test_backfill_adds_the_name_vectors_of_documents_that_have_nodes(db, wiki_docs):
+    """Documents indexed before name vectors existed (migration 0010) get them
+    from the stored entities, the same rows as an ingest writes."""
+    kb = db.corpus("namefill", methods=["threadrag"])
+    kb.ingest(wiki_docs, progress=False)
+    before = names_of(db, kb)
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM pgrag.entity_vector WHERE corpus_id = %s AND document_id IN "
+                     "(SELECT document_id FROM pgrag.document WHERE corpus_id = %s AND external_id <> 'lothair')",
+                     (kb.id, kb.id))
+    kept = len(names_of(db, kb))
+    report = build_semantic_nodes(kb, batch_size=2, progress=False)
+    assert report.documents == 0 and report.names == len(before) - kept > 0
+    same_names(names_of(db, kb), before)
+    assert build_semantic_nodes(kb, progress=False).names == 0
 
 
 def test_backfill_from_sql_builds_the_same_nodes(db, database_uri, wiki_docs):
@@ -199,9 +261,11 @@ def test_disabling_stops_the_maintenance_and_can_drop_the_nodes(db, wiki_docs):
     assert node_count(db, kb) == count                                                    # kept, not maintained
     with pytest.raises(pgrag.MethodNotBuilt, match="pgrag threadrag-index --corpus off"):
         kb.retrieve("Who was the mother of Lothair II?", method="threadrag", llm=False)
+    assert names_of(db, kb)
     assert kb.disable("threadrag", drop=True) == count and node_count(db, kb) == 0
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge WHERE corpus_id = %s", (kb.id,)).fetchone() == (0,)
+    assert names_of(db, kb) == []
 
 
 def test_disabling_from_sql(db, database_uri, wiki_docs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from pgrag.exceptions import PgragError
@@ -114,6 +115,40 @@ def test_one_pass_without_llm(kb):
         kb.retrieve(QUESTION, method="threadrag", llm=False, anchors=0)
     with pytest.raises(PgragError):
         kb.retrieve(QUESTION, method="threadrag", llm=False, no_such_setting=1)
+
+
+def test_a_stored_name_vector_is_the_vector_of_the_name_as_asked(kb):
+    """Looked up by its key, whatever the case and spacing of the asking text;
+    names the corpus does not mention are encoded, in order with the rest."""
+    from pgrag.methods import threadrag
+    from pgrag.results import Trace
+
+    ctx = kb.context(False)
+    names = ["NICKI  minaj", "Lil Wayne", "Nobody Anywhere Ever", "Teutberga"]
+    trace = Trace(method="threadrag", query="q")
+    got = threadrag._encode_names(ctx, [QUESTION], names, trace)
+    assert [s for s in trace.steps if s["step"] == "name_vectors"] == [
+        {"step": "name_vectors", "stored": 3, "encoded": 1}]
+    expected = ctx.encode([QUESTION, *names])
+    assert len(got) == 5 and all(np.allclose(a, b, atol=1e-5) for a, b in zip(got, expected))
+
+
+def test_stored_name_vectors_give_the_hits_that_encoding_the_names_gives(kb):
+    """The question's entities and the bridge entities are looked up in
+    pgrag.entity_vector; without the rows they are encoded, with the same result."""
+    stored = kb.retrieve(QUESTION, method="threadrag", k=6, llm=False)
+    question, bridges = steps(stored, "name_vectors")
+    # "Lothair II" is not a stored name of the corpus (spaCy misses it there): encoded
+    assert question["stored"] + question["encoded"] == len(steps(stored, "entities")[0]["entities"])
+    assert bridges["stored"] == len(steps(stored, "bridge")[0]["entities"]) > 0 and bridges["encoded"] == 0
+    assert "names" in stored.trace.timings_ms
+    with kb.db.transaction() as conn:
+        conn.execute("DELETE FROM pgrag.entity_vector WHERE corpus_id = %s", (kb.id,))
+    encoded = kb.retrieve(QUESTION, method="threadrag", k=6, llm=False)
+    assert [s["stored"] for s in steps(encoded, "name_vectors")] == [0, 0]
+    assert [h.provenance.chunk_id for h in encoded] == [h.provenance.chunk_id for h in stored]
+    assert [round(h.score, 5) for h in encoded] == [round(h.score, 5) for h in stored]
+    assert steps(encoded, "bridge") == steps(stored, "bridge")
 
 
 def script_for(verdicts, answer="Ermengarde of Tours"):

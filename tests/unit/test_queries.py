@@ -66,5 +66,5 @@ def test_binary_results_are_marked_per_query_and_stay_out_of_the_sql():
     assert binary == {"a"} and text == {"a": "SELECT 1", "b": "SELECT 2"}
     # the statements that return embeddings, and only such statements
     marked = {name for name in queries() if binary_results(name)}
-    assert marked == {"chunk_vectors", "threadrag_nodes", "document_chunk_vectors"}
+    assert marked == {"chunk_vectors", "threadrag_nodes", "document_chunk_vectors", "entity_vectors"}
     assert all("embedding" in queries()[name] for name in marked)
