@@ -302,7 +302,7 @@ class EntityVector(Base):
             ["pgrag.sentence.corpus_id", "pgrag.sentence.document_id", "pgrag.sentence.ordinal"],
             ondelete="CASCADE"),
         CheckConstraint("key <> ''"),
-        Index("entity_vector_key_idx", "corpus_id", "key"),
+        Index("entity_vector_key_idx", "corpus_id", "key", "document_id"),
     )
 
     corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -342,10 +342,13 @@ DELETE FROM pgrag.entity_vector WHERE corpus_id = %(corpus_id)s AND document_id 
 
 -- name: entity_vectors
 -- results: binary
--- Stored name vectors by key (pgrag.nlp.name_key): one per key (every copy is the same text's vector).
-SELECT DISTINCT ON (v.key) v.key, v.embedding FROM pgrag.entity_vector v
-WHERE v.corpus_id = %(corpus_id)s AND v.key = ANY (%(keys)s::text[])
-ORDER BY v.key, v.document_id;
+-- Stored name vectors by key (pgrag.nlp.name_key): one per key, the first
+-- document's (every copy is the same text's vector; a common name has hundreds).
+SELECT k.key, v.embedding
+FROM unnest(%(keys)s::text[]) AS k(key)
+CROSS JOIN LATERAL (SELECT e.embedding FROM pgrag.entity_vector e
+                    WHERE e.corpus_id = %(corpus_id)s AND e.key = k.key
+                    ORDER BY e.document_id LIMIT 1) v;
 
 -- name: document_names
 -- The stored mentions of documents' entities with the given labels, in text order

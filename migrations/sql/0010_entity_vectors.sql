@@ -31,5 +31,5 @@ CREATE TABLE pgrag.entity_vector (
     CHECK (key <> '')
 );
 
--- The lookup: a corpus's names by key.
-CREATE INDEX entity_vector_key_idx ON pgrag.entity_vector (corpus_id, key);
+-- The lookup: a corpus's names by key, the first document's copy of each.
+CREATE INDEX entity_vector_key_idx ON pgrag.entity_vector (corpus_id, key, document_id);
