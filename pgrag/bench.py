@@ -52,6 +52,8 @@ def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = Non
         "families": list(kb.families),
         "semantic_nodes": report.nodes,
         "node_embedding_seconds": round(report.node_embedding_seconds, 3),
+        "name_vectors": report.names,
+        "name_embedding_seconds": round(report.name_embedding_seconds, 3),
         "total_seconds": round(report.total_seconds, 3),
         "embedding_seconds": round(report.embedding_seconds, 3),
         "nlp_seconds": round(report.nlp_seconds, 3),

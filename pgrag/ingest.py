@@ -55,6 +55,7 @@ class IngestReport:
     nlp_seconds: float = 0.0
     other_seconds: float = 0.0
     node_embedding_seconds: float = 0.0   # part of embedding_seconds: sentences, nodes and names
+    name_embedding_seconds: float = 0.0   # part of node_embedding_seconds: the name vectors
     triples: Any = None  # an extract.ExtractionReport when triples were extracted
     backfill: Any = None  # a semantic.NodeReport when ``methods`` enabled a family for older documents
 
@@ -203,6 +204,7 @@ def _plan_nodes(prepared: list[_Prepared], embedder: Embedder, report: IngestRep
         p.name_embeddings = doc_vectors
     report.embedding_seconds += stats["seconds"] + name_seconds
     report.node_embedding_seconds += stats["seconds"] + name_seconds
+    report.name_embedding_seconds += name_seconds
 
 
 def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
