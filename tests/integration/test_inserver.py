@@ -303,9 +303,9 @@ def test_a_sql_identifier_in_the_question_is_only_text(conn):
 
 def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
     """An application INSERTs rows and calls pgrag.index(): the corpus equals one
-    ingested from Python (documents, chunks, postings, graph, entities, nodes)."""
+    ingested from Python (documents, chunks, postings, graph, entities, nodes, name vectors)."""
     tables = ("document", "sentence", "chunk", "chunk_token", "token", "token_edge", "chunk_entity",
-              "semantic_node", "semantic_edge")
+              "semantic_node", "semantic_edge", "entity_vector")
 
     def snapshot(c: psycopg.Connection, corpus: str) -> dict[str, list[tuple]]:
         cid = c.execute("SELECT corpus_id FROM pgrag.corpus WHERE name = %s", (corpus,)).fetchone()[0]
@@ -319,6 +319,9 @@ def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
                 "edges": c.execute("SELECT ta.term, tb.term, e.weight FROM pgrag.token_edge e JOIN pgrag.token ta "
                                    "ON ta.corpus_id = e.corpus_id AND ta.token_id = e.token_a JOIN pgrag.token tb "
                                    "ON tb.corpus_id = e.corpus_id AND tb.token_id = e.token_b WHERE e.corpus_id = %s "
+                                   "ORDER BY 1, 2", (cid,)).fetchall(),
+                "names": c.execute("SELECT d.external_id, v.key, v.sentence FROM pgrag.entity_vector v JOIN "
+                                   "pgrag.document d USING (corpus_id, document_id) WHERE v.corpus_id = %s "
                                    "ORDER BY 1, 2", (cid,)).fetchall(),
                 "counts": [c.execute(f"SELECT count(*) FROM pgrag.{t} WHERE corpus_id = %s", (cid,)).fetchone()
                            for t in tables]}
@@ -336,7 +339,7 @@ def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
             report = c.execute("SELECT pgrag.index('sql')").fetchone()[0]
             assert report["documents"] == report["replaced"] == len(WIKI), report   # the rows existed, unindexed
             assert report["chunks"] > len(WIKI) and report["nodes"] > 0, report
-            assert snapshot(c, "sql") == snapshot(c, "py")
+            assert snapshot(c, "py")["names"] and snapshot(c, "sql") == snapshot(c, "py")
             assert c.execute("SELECT pgrag.index('sql')").fetchone()[0]["documents"] == 0   # nothing pending
             # a bad row fails the call with its SQLSTATE and writes nothing
             before = snapshot(c, "sql")
