@@ -8,6 +8,9 @@ One pass (§3.1-3.2):
    reciprocal rank fusion, ``pgrag.hybrid``) for the question, ``documents`` of
    them, plus ``entity_documents`` per question entity (targeted retrieval);
 2. nodes: their semantic nodes, built at ingest (``pgrag.semantic``);
+   every name retrieved for (the question's entities, the bridge entities
+   below) takes its vector from the names stored with them
+   (``pgrag.entity_vector``) when there is one, else it is encoded;
 3. graph, over those nodes only: narrative edges (stored), semantic edges (each
    node's ``semantic_top_m`` most similar nodes above ``semantic_threshold``,
    cosine of the stored embeddings) and lexical edges (nodes of different
