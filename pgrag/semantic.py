@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -217,18 +218,27 @@ def _names_of(corpus: "Context", rows: Sequence[Sequence[Any]]) -> list[list[Nam
     return [document_names(mentions.get(r[0], []), list(zip(r[4], r[5]))) for r in rows]
 
 
+@contextmanager
+def _maintaining(corpus: "Context") -> Iterator[Any]:
+    """A transaction under the corpus write lock, or None when the corpus no longer
+    maintains the family: a backfill batch that was planned before a ``--disable``
+    must not write what nobody maintains."""
+    from .families import locked_families
+
+    with corpus.db.transaction() as conn:
+        conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.id})
+        yield conn if "threadrag" in locked_families(conn, corpus.id) else None
+
+
 def _backfill_names(corpus: "Context", document_ids: list[int], report: NodeReport) -> bool:
     """Name vectors of one batch of documents that have nodes, committed; False
     (nothing written) when the corpus no longer maintains the family."""
-    from .families import locked_families
-
     rows = corpus.db.fetchall("segmentation_input", {"corpus_id": corpus.id, "document_ids": document_ids})
     names = _names_of(corpus, rows)
     vectors, seconds = plan_names(names, corpus.embedder)
     report.embedding_seconds += seconds
-    with corpus.db.transaction() as conn:
-        conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.id})
-        if "threadrag" not in locked_families(conn, corpus.id):
+    with _maintaining(corpus) as conn:
+        if conn is None:
             return False
         ready = {r[0] for r in conn.execute(query("documents_ready_for_entity_vectors"), {
             "corpus_id": corpus.id, "document_ids": [r[0] for r in rows], "hashes": [r[3] for r in rows]})}
@@ -242,8 +252,6 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
                     report: NodeReport) -> bool:
     """Nodes of one batch of documents, committed; False (nothing written) when the
     corpus no longer maintains the family."""
-    from .families import locked_families
-
     params = {"corpus_id": corpus.id, "document_ids": document_ids}
     rows = corpus.db.fetchall("segmentation_input", params)
     chunk_vectors: dict[int, dict[tuple[int, int], np.ndarray]] = {}
@@ -258,9 +266,8 @@ def _backfill_batch(corpus: "Context", document_ids: list[int], settings: Segmen
     report.embedding_seconds += stats["seconds"] + name_seconds
     report.sentences_embedded += int(stats["sentences_embedded"])
     report.nodes_embedded += int(stats["nodes_embedded"])
-    with corpus.db.transaction() as conn:
-        conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.id})
-        if "threadrag" not in locked_families(conn, corpus.id):
+    with _maintaining(corpus) as conn:
+        if conn is None:
             return False
         # A document replaced or deleted (or backfilled) meanwhile is skipped:
         # its current version gets its nodes from ingest.
