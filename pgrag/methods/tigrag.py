@@ -185,9 +185,14 @@ def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tu
               personalized_pagerank(graph, seeds, damping=settings.damping, tolerance=settings.tolerance,
                                     max_iterations=settings.max_iterations))
         scores, iterations = pr.scores, pr.iterations
-    nodes = top_nodes(scores, settings.gamma)
-    weights = scores[nodes] / scores[nodes].sum() if len(nodes) else scores[nodes]
+    nodes, weights = expansion(scores, settings.gamma)
     return nodes, weights, iterations
+
+
+def expansion(scores: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
+    """p̂ (§3.4): the top-γ nodes of a centrality vector and their L1-normalised weights."""
+    nodes = top_nodes(scores, gamma)
+    return nodes, (scores[nodes] / scores[nodes].sum() if len(nodes) else scores[nodes])
 
 
 def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embeddings: list[np.ndarray],

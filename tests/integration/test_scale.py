@@ -37,7 +37,11 @@ def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
         runs = point["changes"]["runs"]   # the median of three changes, each a fresh copy
         assert point["changes"]["repeats"] == len(runs) == 3
         assert point["changes"]["after_delete"] in [r["after_delete"] for r in runs]
-        assert point["ppr"]["top_gamma_agree"] >= 0.5
+        ppr = point["ppr"]
+        assert ppr["top_gamma_agree"] >= 0.5
+        # a same set counts as all shared; the sample is small enough for push to keep the pool
+        assert 1 >= ppr["top_gamma_shared"] >= ppr["top_gamma_agree"]
+        assert ppr["pool_shared"] >= 0.9 and ppr["pool_top10_shared"] >= 0.9
     assert report["largest_over_first"]["factor"] == 2
 
     again = scale_benchmark(pg_uri, DATA / "sample_corpus.json", DATA / "sample_questions.jsonl", [1, 2, 3],

@@ -253,3 +253,10 @@ def test_a_node_whose_edges_a_delta_cancelled_is_never_pushed():
     assert np.isfinite(pr.scores).all() and pr.scores[2] < 1e-15
     without = graph(np.array([0, 1] + list(a[4:])), np.array([3, 4] + list(b[4:])), np.ones(2 + ring), n)
     assert np.allclose(pr.scores, push_pagerank(without, [0, 1], damping=D, epsilon=1e-12).scores, atol=1e-9)
+
+
+def test_share_of_the_exact_set_that_the_approximate_one_holds():
+    from pgrag.scale import _share
+
+    assert _share([1, 2, 3], [2, 3, 4, 5]) == 0.5
+    assert _share([], [1]) == 0.0 and _share([1], []) == 0.0 and _share([], []) == 1.0
