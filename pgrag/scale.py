@@ -13,7 +13,9 @@ At each size the harness records the size of every table, the ingest's stages,
 the graph cache (a full read from the database, writing the shared files,
 mapping them, their memory and a second process's), the PPR alone (push and
 exact power iteration on the questions' seeds), every method's p50/p95 from
-Python and from SQL (``pgrag.retrieve``), and the first query after a
+Python and from SQL (``pgrag.retrieve``), the p50/p95 of the plain SQL
+functions (``pgrag.bm25``, ``pgrag.dense``, ``pgrag.hybrid``, single-hop
+``pgrag.tigrag``: no Python in the server), and the first query after a
 10-document ingest and after their delete, against the steady p50.
 
 ``--embeddings random`` stores seeded random unit vectors instead of the model's
@@ -189,6 +191,28 @@ def _share(approximate: Collection[int], exact: Collection[int]) -> float:
     return len(set(approximate) & set(exact)) / len(exact) if exact else float(not approximate)
 
 
+SQL_FUNCTIONS = ("bm25", "dense", "hybrid", "tigrag")
+
+
+def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) -> dict[str, Any]:
+    """p50/p95 of each plain SQL function on the questions (named queries of
+    sql/queries.sql; hybrid with the method's depth and RRF constant). The
+    first question's call of each is not counted (it warms the caches)."""
+    from .methods.hybrid import DEPTH, RRF_K
+
+    vectors = kb.context(False).encode(list(questions))
+    out: dict[str, Any] = {}
+    for name in SQL_FUNCTIONS:
+        times = []
+        for i, (q, v) in enumerate(zip(questions, vectors)):
+            params = {"corpus": kb.name, "query": q, "embedding": v, "k": k, "depth": DEPTH, "rrf_k": RRF_K}
+            ms, _ = _ms(lambda: db.fetchall(name, params))
+            if i or len(questions) == 1:
+                times.append(ms)
+        out[name] = _spread(times)
+    return out
+
+
 def _pool(index: Any, scores: Any, seeds: list[int], gamma: int, settings: Any) -> tuple[set[int], list[int]]:
     """The top-γ nodes of ``scores`` and the chunk ids of TIGRAG's pool they give, highest ρ first."""
     from .methods.tigrag import expansion
@@ -275,6 +299,7 @@ def measure(db: Any, kb: Any, questions: Sequence[str], method_names: Sequence[s
     point["second_process"] = second_process(db.dsn, kb.name, questions[0])
     point["ppr"] = ppr_times(kb.context(False), questions)
     point["latency"] = time_methods(db, kb, questions, method_names, via=via, warmup=3, progress=progress)
+    point["sql_functions_ms"] = sql_function_times(db, kb, questions)
     point["rss_mb_after_queries"] = round(rss_mb(), 1)
     return point
 

@@ -31,6 +31,8 @@ def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
     for point in report["points"]:
         assert point["graph_cache"]["shared"] and point["second_process"]["source"] == "files"
         assert point["latency"]["methods"]["tigrag"]["latency_ms_p50"] > 0
+        sql = point["sql_functions_ms"]
+        assert set(sql) == {"bm25", "dense", "hybrid", "tigrag"} and all(sql[f]["p50"] > 0 for f in sql)
         # 10 documents are more than a tenth of the sample's chunks (postings.DELTA_MAX_SHARE): a full read
         assert point["changes"]["after_ingest"]["source"] == "database"
         assert point["changes"]["after_ingest"]["first_query_ms"] > 0
