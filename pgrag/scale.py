@@ -191,6 +191,15 @@ def _share(approximate: Collection[int], exact: Collection[int]) -> float:
     return len(set(approximate) & set(exact)) / len(exact) if exact else float(not approximate)
 
 
+def _pool(index: Any, scores: Any, seeds: list[int], gamma: int, settings: Any) -> tuple[set[int], list[int]]:
+    """The top-γ nodes of ``scores`` and the chunk ids of TIGRAG's pool they give, highest ρ first."""
+    from .methods.tigrag import expansion
+
+    nodes, weights = expansion(scores, gamma)
+    rows = index.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool)
+    return set(nodes.tolist()), [chunk_id for chunk_id, _, _ in rows]
+
+
 SQL_FUNCTIONS = ("bm25", "dense", "hybrid", "tigrag")
 
 
@@ -211,15 +220,6 @@ def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) 
                 times.append(ms)
         out[name] = _spread(times)
     return out
-
-
-def _pool(index: Any, scores: Any, seeds: list[int], gamma: int, settings: Any) -> tuple[set[int], list[int]]:
-    """The top-γ nodes of ``scores`` and the chunk ids of TIGRAG's pool they give, highest ρ first."""
-    from .methods.tigrag import expansion
-
-    nodes, weights = expansion(scores, gamma)
-    rows = index.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool)
-    return set(nodes.tolist()), [chunk_id for chunk_id, _, _ in rows]
 
 
 def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_p50: float) -> dict[str, Any]:
