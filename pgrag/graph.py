@@ -345,9 +345,14 @@ def personalized_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: f
 # on 2Wiki for at least 95 % of the questions (scripts/push_ppr_check.py).
 PUSH_EPSILON_PER_TOLERANCE = 1e-4
 # A push round whose nodes hold at least 1/_SWEEP of the edges pushes
-# every node instead (see _push). 8 rather than 4: on 2Wiki the rounds just
-# under a quarter kept the p95 at 34 ms against 7 ms (scripts/push_ppr_check.py).
-_SWEEP = 8
+# every node instead (see _push). A sweep also pushes the nodes under the
+# threshold, so sweeping sooner leaves less residual and fewer rounds after
+# it. 8 rather than 4: on 2Wiki the rounds just under a quarter kept the p95 at
+# 34 ms against 7 ms (scripts/push_ppr_check.py). 16 rather than 8: on the 20×
+# corpus of `pgrag bench scale`, p50 / p95 15 / 20 ms instead of 18 / 52 and the
+# exact top-20 on 17 of 30 questions instead of 9; 2Wiki's TIGRAG ranks the same
+# chunks (docs/SCALING.md). 64 gets 26 of 30 there, at a p50 of 22 ms.
+_SWEEP = 16
 
 
 def push_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0.5,
