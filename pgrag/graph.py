@@ -350,8 +350,9 @@ PUSH_EPSILON_PER_TOLERANCE = 1e-4
 # it. 8 rather than 4: on 2Wiki the rounds just under a quarter kept the p95 at
 # 34 ms against 7 ms (scripts/push_ppr_check.py). 16 rather than 8: on the 20×
 # corpus of `pgrag bench scale`, p50 / p95 15 / 20 ms instead of 18 / 52 and the
-# exact top-20 on 17 of 30 questions instead of 9; 2Wiki's TIGRAG ranks the same
-# chunks (docs/SCALING.md). 64 gets 26 of 30 there, at a p50 of 22 ms.
+# exact top-20 on 17 of 30 questions instead of 9; at 10× the same p50 (8.5-9.2
+# against 8.7-8.9 ms) and a p95 of 10-11 instead of 13-14 ms; 2Wiki's TIGRAG ranks
+# the same chunks (docs/SCALING.md). 64 gets 26 of 30 at 20×, at a p50 of 22 ms.
 _SWEEP = 16
 
 
