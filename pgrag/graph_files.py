@@ -47,7 +47,7 @@ POSTINGS_ARRAYS = ("chunk_ids", "tf_data", "tf_indices", "tf_indptr", "lengths",
                    "vectors")
 # Part of every folder's name: a version written by an older pgrag, with other
 # arrays, is never mistaken for one this code can map.
-FORMAT = 5
+FORMAT = 6
 
 
 def root() -> Path | None:

@@ -95,6 +95,25 @@ def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
     assert [(h.provenance.chunk_id, h.score) for h in hits] == [(h.provenance.chunk_id, h.score) for h in fresh]
 
 
+def test_a_delta_over_float32_weights_folds_to_a_full_read(db, kb, monkeypatch):
+    """The same over a float32 base (graph.compact_weights, its size threshold
+    lowered for the sample corpus): the change matrix is float64, the fold
+    float32 again, and both equal a full read."""
+    monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
+    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(postings, "MAX_PAIRS_SHARE", 100.0)
+    monkeypatch.setattr(graph, "COMPACT_MIN_ENTRIES", 0)
+    graph.clear_cache()
+    postings.clear_cache()
+    assert ranking_index(db, kb.id).graph.weights.dtype == np.float32
+    kb.ingest(NEW, progress=False)
+    kb.delete(["minaj"])
+    after = ranking_index(db, kb.id)
+    assert after.source == "delta" and after.graph.weights.dtype == np.float32
+    assert folded(after.graph, after.postings)[0].weights.dtype == np.float32
+    assert_same_as_a_full_read(db, kb, after)
+
+
 def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
     monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)

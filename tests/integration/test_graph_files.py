@@ -79,6 +79,29 @@ def test_a_version_is_written_once_then_mapped(db, kb):
         os.environ["PGRAG_GRAPH_DIR"] = graph_files_off
 
 
+def test_float32_weights_are_written_and_mapped_as_float32(db, kb, monkeypatch):
+    """Counts stored as float32 (graph.compact_weights; the sample corpus is
+    under its size threshold, so the threshold is lowered): the files hold
+    float32 data and rank as the float64 graph does."""
+    forget()
+    float64 = [(h.provenance.chunk_id, h.score) for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+    assert ranking_index(db, kb.id).graph.weights.dtype == np.float64
+    monkeypatch.setattr(graph, "COMPACT_MIN_ENTRIES", 0)
+    forget()
+    for path in graph_files.root().glob(f"uid-{os.geteuid()}/{graph_files.corpus_key(db, kb.id)}-v*"):
+        import shutil
+
+        shutil.rmtree(path)
+    assert ranking_index(db, kb.id).source == "database"
+    forget()
+    index = ranking_index(db, kb.id)
+    assert index.source == "files" and mapped(index.graph.weights.data)
+    assert index.graph.weights.dtype == np.float32
+    float32 = [(h.provenance.chunk_id, h.score) for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+    assert [c for c, _ in float32] == [c for c, _ in float64]
+    assert np.allclose([s for _, s in float32], [s for _, s in float64], rtol=0, atol=1e-6)
+
+
 def test_an_ingest_publishes_a_new_version_and_removes_the_old(db, kb):
     forget()
     old = ranking_index(db, kb.id).graph.version
