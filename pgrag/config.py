@@ -34,6 +34,14 @@ def server_python_path() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def server_shared_buffers_mb(memory_bytes: int) -> int:
+    """shared_buffers, in MB, for a new embedded server's data directory:
+    ``PGRAG_SHARED_BUFFERS_MB``, else an eighth of the machine's memory, at
+    least PostgreSQL's default of 128 and at most 2048 (pgrag.server)."""
+    rule = min(2048, max(128, memory_bytes // 8 // (1 << 20)))
+    return _positive_int("PGRAG_SHARED_BUFFERS_MB", os.environ.get("PGRAG_SHARED_BUFFERS_MB"), rule)
+
+
 def sweep_threads(cores: int) -> int:
     """Threads one PPR sweep may use (pgrag.sweep): ``PGRAG_THREADS``, else
     ``cores``; 1 keeps every sweep on the calling thread (e.g. many server

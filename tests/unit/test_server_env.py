@@ -1,6 +1,8 @@
 """The embedded server starts outside any active virtual environment, so that
 PL/Python's system libpython loads its own standard library (pgrag.server)."""
 
+import pytest
+
 from pgrag.server import server_environment
 
 
@@ -14,3 +16,19 @@ def test_without_a_venv_only_python_variables_go():
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     assert server_environment(env, None) == env
     assert server_environment({**env, "PYTHONPATH": "/x"}, None) == env
+
+
+def test_shared_buffers_are_an_eighth_of_memory_within_postgres_default_and_2gb(monkeypatch):
+    from pgrag.config import server_shared_buffers_mb
+    from pgrag.exceptions import ConfigError
+
+    monkeypatch.delenv("PGRAG_SHARED_BUFFERS_MB", raising=False)
+    gib = 1 << 30
+    assert server_shared_buffers_mb(512 * (1 << 20)) == 128     # never under PostgreSQL's default
+    assert server_shared_buffers_mb(8 * gib) == 1024
+    assert server_shared_buffers_mb(64 * gib) == 2048
+    monkeypatch.setenv("PGRAG_SHARED_BUFFERS_MB", "300")
+    assert server_shared_buffers_mb(64 * gib) == 300
+    monkeypatch.setenv("PGRAG_SHARED_BUFFERS_MB", "lots")
+    with pytest.raises(ConfigError, match="PGRAG_SHARED_BUFFERS_MB"):
+        server_shared_buffers_mb(64 * gib)
