@@ -10,21 +10,35 @@ measured under the same conditions.
 The databases are those `pgrag bench scale --database ...` grew (corpus
 "scale"); each one's ranking index is read (or mapped) once before timing.
 Also reported: how often push's top-20 tokens equal the exact power
-iteration's at each size.
+iteration's at each size. With --float64-too every graph is also timed with
+its weights widened to float64 (pgrag stores counts as float32 since
+graph.compact_weights), the two taking turns like the sizes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+import scipy.sparse as sp
+
 import pgrag
 from pgrag import scale
 from pgrag.evaluate import load_questions
-from pgrag.graph import personalized_pagerank, push_pagerank, top_nodes
+from pgrag.graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
 from pgrag.postings import ranking_index
+
+
+def agreement(graph: TokenGraph, seeds: list[list[int]], gamma: int) -> float:
+    """Share of the seed sets whose top-γ tokens by push are the exact power iteration's."""
+    same = sum(set(top_nodes(push_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores, gamma).tolist())
+               == set(top_nodes(personalized_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores, gamma).tolist())
+               for s in seeds)
+    return same / len(seeds)
 
 
 def main() -> None:
@@ -39,6 +53,9 @@ def main() -> None:
     parser.add_argument("--order", choices=("interleaved", "blocks"), default="interleaved",
                         help="interleaved: the sizes take turns on every question (each push then starts "
                              "with the other graph in the CPU caches); blocks: on every pass over the questions")
+    parser.add_argument("--float64-too", action="store_true",
+                        help="also time each graph with its weights as float64 (what pgrag stored before "
+                             "graph.compact_weights), taking turns with the float32 one; labels get '/float64'")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     labels = args.labels.split(",")
@@ -47,18 +64,21 @@ def main() -> None:
     questions = [q.question for q in load_questions(args.questions)]
 
     sizes = []
-    for name in args.database:
+    for label, name in zip(labels, args.database):
         db = pgrag.connect(scale.database_dsn(args.dsn, name), migrate=False)
         kb = db.corpus(args.corpus, create=False)
         graph = ranking_index(db, kb.id).graph
         ctx = kb.context(False)
         seeds = [sorted({graph.index[t] for t in terms if t in graph.index})
                  for terms in ctx.tokenize_many(questions)]
-        agree = sum(set(top_nodes(push_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores, args.gamma).tolist())
-                    == set(top_nodes(personalized_pagerank(graph, s, damping=0.5, tolerance=1e-4).scores,
-                                     args.gamma).tolist()) for s in seeds)
-        sizes.append({"graph": graph, "seeds": seeds, "ms": [], "agree": agree / len(seeds),
-                      "nodes": graph.nodes, "edges": graph.edges})
+        graphs = [(label, graph)]
+        if args.float64_too:
+            w = graph.weights
+            graphs.append((label + "/float64", dataclasses.replace(graph, weights=sp.csr_matrix(
+                (w.data.astype(np.float64), w.indices, w.indptr), shape=w.shape))))
+        for tag, g in graphs:
+            sizes.append({"label": tag, "graph": g, "seeds": seeds, "ms": [], "agree": agreement(g, seeds, args.gamma),
+                          "nodes": g.nodes, "edges": g.edges, "name": name})
 
     def timed(size: dict, i: int) -> None:
         t0 = time.perf_counter()
@@ -76,15 +96,18 @@ def main() -> None:
                     timed(size, i)
 
     report = {"questions": len(questions), "repeats": args.repeats, "order": args.order, "sizes": {}}
-    for label, name, size in zip(labels, args.database, sizes):
+    for size in sizes:
         ms = sorted(size["ms"])
-        report["sizes"][label] = {
-            "database": name, "nodes": size["nodes"], "edges": size["edges"],
+        report["sizes"][size["label"]] = {
+            "database": size["name"], "nodes": size["nodes"], "edges": size["edges"],
+            "weights_dtype": str(size["graph"].weights.dtype),
             "push_ms_p50": round(statistics.median(ms), 2), "push_ms_p95": round(ms[int(0.95 * (len(ms) - 1))], 2),
             f"top{args.gamma}_agree_with_exact": round(size["agree"], 3)}
-    first = report["sizes"][labels[0]]["push_ms_p50"]
-    for label in labels[1:]:
-        report["sizes"][label]["p50_over_" + labels[0]] = round(report["sizes"][label]["push_ms_p50"] / first, 2)
+    for suffix in ("", "/float64") if args.float64_too else ("",):
+        first = report["sizes"][labels[0] + suffix]["push_ms_p50"]
+        for label in labels[1:]:
+            entry = report["sizes"][label + suffix]
+            entry["p50_over_" + labels[0] + suffix] = round(entry["push_ms_p50"] / first, 2)
     scale.print_report(report, args.out)
 
 
