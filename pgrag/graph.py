@@ -290,8 +290,9 @@ def from_weights(version: int, token_ids: np.ndarray, terms: Terms, sym: sp.csr_
 # Edge weights are co-occurrence counts, which float32 holds exactly up to 2**24.
 # A sweep (TokenGraph.step) reads every stored entry and, past a few million, is
 # bound by memory: float32 data makes an entry 8 bytes instead of 12. Measured on
-# the 20× corpus of `pgrag bench scale` (10.4 M entries): one sweep 9.8 -> 5.5 ms,
-# push p50 15.8 -> 11.1 ms; on 2Wiki (1 M entries) 5.6 -> 5.2 ms (docs/SCALING.md).
+# the 20× corpus of `pgrag bench scale` (10.3 M entries): one sweep 9.8 -> 5.5 ms;
+# push p50 side by side (scripts/ppr_side_by_side.py --float64-too) 14.7 -> 11.5 ms
+# at 20×, 12.2 -> 10.0 at 10×, 6.7 -> 6.5 on 2Wiki (1 M entries; docs/SCALING.md).
 # Graphs under COMPACT_MIN_ENTRIES stay float64: their products run from the
 # CPU's cache (65,536 entries: 0.060 ms in float64, 0.062 in float32), so float32
 # would only make their scores differ from float64's by rounding.
