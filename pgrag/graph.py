@@ -452,6 +452,11 @@ def push_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0
         scores[touched] += residual[touched]
         scores[touched] *= share
         left = float(residual[touched].sum())
+        if graph.extra is not None:
+            # A node whose edges a delta cancelled (base w, change -w) has no edge,
+            # so no mass, but the two products leave it their rounding (about
+            # 1e-11 over float32 weights): it is no score.
+            scores[graph.dangling] = 0.0
     scores[isolated] = (1 - damping) / norm
     return PageRank(scores=scores, iterations=rounds, residual=left * share, work=work)
 

@@ -64,7 +64,11 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
         # both are within its documented per-node bound of the true PPR
         epsilon = 1e-4 * graph.PUSH_EPSILON_PER_TOLERANCE
         assert (abs(mine.scores[nodes] - theirs.scores) <= 2 * epsilon * full_graph.degree + 1e-15).all()
-        assert abs(mine.scores.sum() - 1) < 1e-9        # no mass on the gone nodes
+        # no mass on the gone nodes; float32 sweeps keep the total to their rounding
+        mass = 1e-9 if overlay.weights.dtype == np.float64 else 1e-6
+        assert abs(mine.scores.sum() - 1) < mass
+        if overlay.gone is not None:
+            assert abs(mine.scores[overlay.gone]).max() < 1e-15
         exact = graph.personalized_pagerank(overlay, [overlay.index[t] for t in seeds])
         assert np.allclose(exact.scores[nodes], graph.personalized_pagerank(
             full_graph, [full_graph.index[t] for t in seeds]).scores, rtol=0, atol=1e-12)
