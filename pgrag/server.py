@@ -129,11 +129,11 @@ def size_buffers(uri: str) -> bool:
     from psycopg import sql
 
     from .config import server_shared_buffers_mb
+    from .queries import query
 
     mb = server_shared_buffers_mb(_memory_bytes(psutil.virtual_memory().total))
     with psycopg.connect(uri, autocommit=True) as conn:
-        current = conn.execute("SELECT setting::bigint * current_setting('block_size')::bigint / 1048576 FROM pg_settings WHERE name = 'shared_buffers'"
-                               ).fetchone()
+        current = conn.execute(query("shared_buffers_mb")).fetchone()
         if current is not None and int(current[0]) == mb:
             return False
         conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{mb}MB")))

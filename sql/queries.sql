@@ -8,6 +8,11 @@ SELECT current_setting('server_version_num')::int,
        EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')
 FROM pg_database WHERE datname = current_database();
 
+-- name: shared_buffers_mb
+-- The server's shared_buffers in MB (the setting counts blocks).
+SELECT setting::bigint * current_setting('block_size')::bigint / 1048576
+FROM pg_settings WHERE name = 'shared_buffers';
+
 -- name: migration_lock
 -- Serialise concurrent migrators (released at commit).
 SELECT pg_advisory_xact_lock(%(key)s);

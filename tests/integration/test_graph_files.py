@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -89,8 +90,6 @@ def test_float32_weights_are_written_and_mapped_as_float32(db, kb, monkeypatch):
     monkeypatch.setattr(graph, "COMPACT_MIN_ENTRIES", 0)
     forget()
     for path in graph_files.root().glob(f"uid-{os.geteuid()}/{graph_files.corpus_key(db, kb.id)}-v*"):
-        import shutil
-
         shutil.rmtree(path)
     assert ranking_index(db, kb.id).source == "database"
     forget()

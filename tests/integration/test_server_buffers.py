@@ -13,10 +13,9 @@ from pgrag.config import server_shared_buffers_mb
 
 def buffers_mb(uri: str) -> int:
     with psycopg.connect(uri) as conn:
-        row = conn.execute("SELECT setting::bigint * current_setting('block_size')::bigint / 1048576 "
-                           "FROM pg_settings WHERE name = 'shared_buffers'").fetchone()
-    assert row is not None
-    return int(row[0])
+        row = conn.execute("SHOW shared_buffers").fetchone()
+    assert row is not None and row[0].endswith(("MB", "GB"))
+    return int(row[0][:-2]) * (1024 if row[0].endswith("GB") else 1)
 
 
 def test_the_session_server_was_sized_when_its_data_directory_was_made(pg_uri, pg_data_dir):
