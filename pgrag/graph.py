@@ -426,8 +426,8 @@ def push_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0
     - L1: at most 2·d·``residual``, ``residual`` being the mass left in r;
     - work: each push removes more than (1 − d)·ε·deg(u) of a total mass of 1,
       so the pushed nodes' weighted degrees sum to under 1/((1 − d)·ε), and
-      ``work`` (edges scanned) stays under 8/((1 − d)·ε) for weights ≥ 1,
-      however large the graph (the 8 is ``_SWEEP``: see ``_push``).
+      ``work`` (edges scanned) stays under _SWEEP/((1 − d)·ε) for weights
+      ≥ 1, however large the graph (_SWEEP is 16: see ``_push``).
 
     ``iterations`` counts push rounds. Dangling nodes are the isolated ones
     (degree 0), which mass reaches only by restart; so isolated seeds get their
