@@ -154,8 +154,7 @@ class TokenGraph:
         """The base's weights as float64, with their sweep blocks (``step(precise=True)``)."""
         if self.weights.dtype == np.float64:
             return self.weights, self._sweep_blocks
-        w = sp.csr_matrix((self.weights.data.astype(np.float64), self.weights.indices, self.weights.indptr),
-                          shape=self.weights.shape, copy=False)
+        w = widened(self.weights)
         return w, sweep.blocks_for(w)
 
     def step(self, r: np.ndarray, *, precise: bool = False) -> np.ndarray:
@@ -310,6 +309,15 @@ def compact_weights(sym: sp.csr_matrix) -> sp.csr_matrix:
     if np.abs(data).max() > FLOAT32_EXACT or not np.array_equal(data, np.rint(data)):
         return sym
     return sp.csr_matrix((data.astype(np.float32), sym.indices, sym.indptr), shape=sym.shape, copy=False)
+
+
+def widened(weights: sp.csr_matrix) -> sp.csr_matrix:
+    """``weights`` with float64 data, sharing its index arrays (the inverse of
+    ``compact_weights``; float64 weights are returned as they are)."""
+    if weights.dtype == np.float64:
+        return weights
+    return sp.csr_matrix((weights.data.astype(np.float64), weights.indices, weights.indptr),
+                         shape=weights.shape, copy=False)
 
 
 _cache: dict[tuple[str, int], TokenGraph] = {}

@@ -23,13 +23,10 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-
 import pgrag
 from pgrag import scale
 from pgrag.evaluate import load_questions
-from pgrag.graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
+from pgrag.graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes, widened
 from pgrag.postings import ranking_index
 
 
@@ -73,9 +70,7 @@ def main() -> None:
                  for terms in ctx.tokenize_many(questions)]
         graphs = [(label, graph)]
         if args.float64_too:
-            w = graph.weights
-            graphs.append((label + "/float64", dataclasses.replace(graph, weights=sp.csr_matrix(
-                (w.data.astype(np.float64), w.indices, w.indptr), shape=w.shape))))
+            graphs.append((label + "/float64", dataclasses.replace(graph, weights=widened(graph.weights))))
         for tag, g in graphs:
             sizes.append({"label": tag, "graph": g, "seeds": seeds, "ms": [], "agree": agreement(g, seeds, args.gamma),
                           "nodes": g.nodes, "edges": g.edges, "name": name})

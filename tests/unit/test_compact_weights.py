@@ -18,6 +18,7 @@ from pgrag.graph import (
     personalized_pagerank,
     push_pagerank,
     top_nodes,
+    widened,
 )
 
 D = 0.5
@@ -40,9 +41,7 @@ def build(a: np.ndarray, b: np.ndarray, w: np.ndarray, n: int) -> TokenGraph:
 
 def as_float64(g: TokenGraph) -> TokenGraph:
     """The same graph with its weights in float64 (what compact_weights was given)."""
-    w = g.weights
-    return dataclasses.replace(g, weights=sp.csr_matrix((w.data.astype(np.float64), w.indices, w.indptr),
-                                                        shape=w.shape))
+    return dataclasses.replace(g, weights=widened(g.weights))
 
 
 N = 8000
@@ -119,3 +118,12 @@ def test_a_delta_over_float32_weights():
         p = personalized_pagerank(over, seeds, damping=D, tolerance=1e-12).scores
         q = personalized_pagerank(whole, seeds, damping=D, tolerance=1e-12).scores
         assert np.abs(p - q).max() < 1e-12
+
+
+def test_widened_undoes_compact_weights_and_shares_the_index_arrays():
+    g = build(*EDGES, N)
+    wide = widened(g.weights)
+    assert wide.dtype == np.float64
+    assert np.shares_memory(wide.indices, g.weights.indices)
+    assert np.array_equal(wide.data, g.weights.data.astype(np.float64))
+    assert widened(wide) is wide
