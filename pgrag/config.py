@@ -49,6 +49,38 @@ def sweep_threads(cores: int) -> int:
     return _positive_int("PGRAG_THREADS", os.environ.get("PGRAG_THREADS"), cores)
 
 
+PRECISIONS = ("float32", "bfloat16", "auto")
+
+
+def embedding_precision(cpu_flags: frozenset[str] | None = None) -> str:
+    """The dtype the sentence-transformers model runs in: ``PGRAG_EMBEDDING_PRECISION``
+    (float32, the default; bfloat16; or auto: bfloat16 where the CPU multiplies
+    bfloat16 natively, ``amx_bf16`` or ``avx512_bf16``, else float32). Elsewhere
+    torch emulates bfloat16, many times slower than float32, so bfloat16 is only
+    worth asking for on such a CPU. ``cpu_flags``: the CPU's flags (read from
+    /proc/cpuinfo when not given)."""
+    raw = (os.environ.get("PGRAG_EMBEDDING_PRECISION") or "float32").strip().lower()
+    if raw not in PRECISIONS:
+        from .exceptions import ConfigError
+
+        raise ConfigError(f"PGRAG_EMBEDDING_PRECISION must be one of {', '.join(PRECISIONS)}, not {raw!r}")
+    if raw != "auto":
+        return raw
+    flags = cpu_flags if cpu_flags is not None else _cpu_flags()
+    return "bfloat16" if flags & {"amx_bf16", "avx512_bf16"} else "float32"
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:   # not Linux: no flags known, so auto stays float32
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkingSettings:
     """TIGRAG §3.2/§4.1.5: sentence windows of s sentences overlapping by o; token
