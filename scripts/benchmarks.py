@@ -246,22 +246,26 @@ def render() -> str:
         out += ["## Query latency (`pgrag bench queries`)", "", "```", COMMANDS["queries"], "```", "",
                 f"{queries['questions']} questions, k = {queries['k']}, after {queries['warmup']} warm-up "
                 f"questions per method; methods take turns on each question. Milliseconds, including "
-                f"embedding the question. Since the previous run (dense 21.7 ms, tigrag 4.57×, threadrag "
-                f"3.26×): ThreadRAG looks up the vectors of its question's entities and of the bridge "
-                f"entities in `pgrag.entity_vector` (stored with the semantic nodes, migration 0010; README "
-                f"\"Method families\") instead of encoding them, so it makes one model call per question "
-                f"instead of two, with the same hits on all 111 questions (`python "
-                f"scripts/name_vectors_check.py`: 407 names looked up, 92 not in the corpus and encoded "
-                f"with the question). Four runs in a row: threadrag 2.39 / 2.36 / 2.43 / 2.32× dense "
-                f"(the first before the lookup became one index probe per key; the table is the last): "
-                f"**the 3× target is met.** tigrag 4.66 / 4.87 / 5.01 / 4.74×: **the 2× target is not.** "
-                f"Its question's encoding is dense's own (16.5 ms), its second hop's one vector per new "
-                f"entity, M(mu + e) (8.2 strings, 640 characters), takes 43 ms at p50 and 50 on average, "
-                f"and its two PPR expansions 24–31 ms: the 2Wiki graph (35,440 tokens, 1.02 M entries) "
-                f"is so connected that push does as much work as 5 full sweeps (1.3 ms each on two "
-                f"threads) per hop, the same as power iteration. Without any second-hop encoding it "
-                f"would still be about 2.2× (above); the cheaper second-hop vectors lose recall "
-                f"(above), so both presets keep the paper's.", "",
+                f"embedding the question. Three runs in a row on a quiet machine (the table is the last): "
+                f"dense 11.6 / 11.2 / 12.1 ms, threadrag 2.92 / 2.63 / 2.65× dense: **the 3× target is met**, "
+                f"with little margin since dense itself got faster (24.1 ms in the previous table, 2.32×). "
+                f"tigrag 4.58 / 4.62 / 4.48×: **the 2× target is not.** Its question's encoding is dense's "
+                f"own, its second hop's one vector per new entity, M(mu + e) (about 8 strings), about 20 ms, "
+                f"and its two PPR expansions about 17 ms: the 2Wiki graph (35,440 tokens, 1.02 M entries) "
+                f"is so connected that push does as much work as 5 full sweeps per hop. Without any "
+                f"second-hop encoding it would still be about 2.2× (above); the cheaper second-hop vectors "
+                f"lose recall (above), so both presets keep the paper's.", "",
+                "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (README Settings; the model in bfloat16 on this "
+                "AMX CPU), the same command (`docs/benchmarks/queries_bf16.json`): dense 10.0 ms, tigrag "
+                "44.6 ms (4.48×, its embedding 31.6 → 23.3 ms), threadrag 29.9 ms (3.01×): every method "
+                "is faster, but the ratios are not better, because dense gains as much. Recall with "
+                "bfloat16 questions over this corpus's float32 passages (`PGRAG_EMBEDDING_PRECISION=bfloat16 "
+                "pgrag eval ... --methods dense,hybrid,tigrag,threadrag,tigrag-paper --out "
+                "docs/benchmarks/eval_bf16.json`), R@2 / R@5: dense 52.2 / 64.2 and threadrag 61.7 / 78.2 "
+                "(equal), hybrid 58.6 / 68.0 (58.1 / 68.0), tigrag-paper 61.7 / 79.3 (61.3 / 78.8), tigrag "
+                "69.1 / 84.5 (69.4 / 84.5: one supporting passage fewer at 2). So it stays off by default. "
+                "Passages encode 108 → 340 a second (256 2Wiki passages, batches of 32, a one-off probe); "
+                "a corpus ingested in bfloat16 has not been evaluated.", "",
                 "| method | p50 ms | p95 ms | p50 / dense p50 |", "|---|---|---|---|"]
         for name, m in queries["methods"].items():
             out.append(f"| {name} | {m['latency_ms_p50']:.1f} | {m['latency_ms_p95']:.1f} | {m['p50_to_dense']:.2f} |")
