@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,9 @@ def embedding_precision(cpu_flags: frozenset[str] | None = None) -> str:
     return "bfloat16" if flags & {"amx_bf16", "avx512_bf16"} else "float32"
 
 
+@functools.lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset[str]:
+    # once per process: get_embedder asks on every query
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:   # not Linux: no flags known, so auto stays float32
