@@ -434,7 +434,9 @@ ORDER BY e.q, h.rank;
 -- name: threadrag_nodes
 -- results: binary
 -- Semantic nodes of documents with their embeddings, their name-like entities
--- (stored at ingest, lower-cased, in text order) and their rare terms (df <= max_df), in narrative order.
+-- (stored at ingest, lower-cased, in text order) and their terms (pgrag.tokenize), in narrative order.
+-- Which terms are rare the caller decides from the document frequencies of its
+-- ranking index (one version for the whole question, and no token-index probe per term).
 -- Every table is filtered on the corpus value (not only n.corpus_id) so Citus plans one task.
 SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n.text, n.embedding,
        ARRAY(SELECT lower(e.entity)
@@ -444,9 +446,7 @@ SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n
                AND e.char_start >= n.char_start AND e.char_end <= n.char_end
                AND e.label = ANY (%(labels)s::text[])
              ORDER BY e.char_start, e.chunk_id) AS entities,
-       ARRAY(SELECT DISTINCT t.term FROM pgrag.token t
-             WHERE t.corpus_id = %(corpus_id)s AND t.term = ANY (pgrag.tokenize(n.text))
-               AND t.df <= %(max_df)s) AS terms
+       pgrag.tokenize(n.text) AS terms
 FROM pgrag.semantic_node n
 JOIN pgrag.document d ON d.corpus_id = n.corpus_id AND d.document_id = n.document_id
 WHERE n.corpus_id = %(corpus_id)s AND n.document_id = ANY (%(document_ids)s::bigint[])

@@ -382,18 +382,33 @@ def _add_nodes(ctx: "Context", state: _State, groups: list[list[int]], settings:
         return
     t0 = time.perf_counter()
     rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": ctx.id, "document_ids": new,
-                                              "labels": list(settings.entity_labels), "max_df": settings.rare_df})
+                                              "labels": list(settings.entity_labels)})
     group_of = {d: i for i, group in enumerate(groups) for d in group}
     rows.sort(key=lambda r: group_of[r[1]])   # stable: the query's order within a group
+    index = state.index if state.index is not None else ranking_index(ctx.db, ctx.id)
+    rare = rare_terms(index, [r[9] for r in rows], settings.rare_df)
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),
-                            keys=frozenset(r[8]) | frozenset(r[9]),
-                            entities=tuple(dict.fromkeys(r[8]))) for r in rows)
+                            keys=frozenset(r[8]) | terms,
+                            entities=tuple(dict.fromkeys(r[8]))) for r, terms in zip(rows, rare))
     trace.time("nodes", t0)
     missing = set(new) - {r[1] for r in rows}
     if missing:
         trace.step("warning", note="documents without semantic nodes (run `pgrag threadrag-index`)",
                    documents=sorted(missing))
+
+
+def rare_terms(index: RankingIndex, terms: list[list[str]], max_df: int) -> list[frozenset[str]]:
+    """Of each node's terms, those in at most ``max_df`` chunks, by the document
+    frequencies of ``index`` (the question's ranking index).
+    All the nodes' distinct terms are looked up at once."""
+    distinct = sorted({t for ts in terms for t in ts})
+    nodes = index.graph.index.nodes(distinct)
+    known = nodes >= 0
+    rare = np.zeros(len(distinct), dtype=bool)
+    rare[known] = index.postings.df[nodes[known]] <= max_df
+    keep = {t for t, r in zip(distinct, rare) if r}
+    return [frozenset(t for t in ts if t in keep) for ts in terms]
 
 
 # -- graph and pathfinding ---------------------------------------------------------

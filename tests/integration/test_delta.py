@@ -57,6 +57,9 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
     assert np.array_equal(overlay.token_ids[nodes], full_graph.token_ids)
     for i in np.flatnonzero(overlay.gone) if overlay.gone is not None else []:
         assert overlay.index.get(overlay.terms[i]) != i     # gone, or back as a new token
+    # the batched lookup is get()'s, over the base's, the new, the gone and unknown terms
+    asked = every + [overlay.terms[i] for i in range(overlay.nodes)] + ["nosuchterm", "x" * 300, "a\0b"]
+    assert overlay.index.nodes(asked).tolist() == [-1 if (n := overlay.index.get(t)) is None else n for t in asked]
     for seeds in (every[:3], every[10:12], every[-4:]):
         mine = graph.push_pagerank(overlay, [overlay.index[t] for t in seeds])
         theirs = graph.push_pagerank(full_graph, [full_graph.index[t] for t in seeds])

@@ -89,7 +89,7 @@ def test_embeddings_read_in_binary_equal_their_text(db, wiki_docs):
     kb.ingest(wiki_docs[:3], progress=False)
     for name, params in [("chunk_vectors", {"corpus_id": kb.id, "chunk_ids": None}),
                          ("threadrag_nodes", {"corpus_id": kb.id, "document_ids": [1, 2, 3],
-                                              "labels": ["PERSON", "GPE"], "max_df": 5})]:
+                                              "labels": ["PERSON", "GPE"]})]:
         fast = db.fetchall(name, params)
         with db.transaction() as conn:
             text = conn.execute(query(name), params, binary=False).fetchall()

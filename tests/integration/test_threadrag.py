@@ -82,6 +82,28 @@ def test_one_node_query_for_two_groups_keeps_their_order(kb):
     assert [n.document_id for n in one.nodes][-1] == docs[1]
 
 
+def test_rare_terms_are_the_terms_the_token_table_counts_in_few_chunks(kb):
+    """A node's rare terms, taken from the ranking index's document
+    frequencies, are its tokens whose pgrag.token row has df <= rare_df."""
+    from pgrag.methods import threadrag
+    from pgrag.postings import ranking_index
+
+    ctx = kb.context(False)
+    with kb.db.transaction() as conn:
+        docs = [r[0] for r in conn.execute("SELECT DISTINCT document_id FROM pgrag.semantic_node "
+                                           "WHERE corpus_id = %s", (kb.id,))]
+    rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": kb.id, "document_ids": docs, "labels": ["PERSON"]})
+    max_df = 2
+    got = threadrag.rare_terms(ranking_index(ctx.db, kb.id), [r[9] for r in rows], max_df)
+    with kb.db.transaction() as conn:
+        for row, terms in zip(rows, got):
+            want = {t for (t,) in conn.execute(
+                "SELECT term FROM pgrag.token WHERE corpus_id = %s AND term = ANY (pgrag.tokenize(%s)) AND df <= %s",
+                (kb.id, row[6], max_df))}
+            assert terms == want, row[0]
+    assert any(got) and any(set(row[9]) - terms for row, terms in zip(rows, got))
+
+
 def test_one_pass_without_llm(kb):
     hits = kb.retrieve(QUESTION, method="threadrag", k=4, llm=False)
     trace = hits.trace
