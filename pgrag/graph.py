@@ -108,7 +108,7 @@ class TermIndex:
                 hit &= ~self.gone[node]
             out[hit] = node[hit]
         if self.added:
-            for i in np.flatnonzero(out < 0):
+            for i in np.flatnonzero(out < 0).tolist():
                 out[i] = self.added.get(terms[i], -1)
         return out
 
