@@ -154,6 +154,7 @@ def rare_terms_paragraph(rare: dict) -> str:
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
 
+    probe, embedding = rare["probe"], rare["tigrag_embedding_ms"]
     dense = [r["dense"]["p50_ms"] for label in ("before", "after") for r in rare[label]]
     tigrag = [r["tigrag"]["p50_to_dense"] for label in ("before", "after") for r in rare[label] if "tigrag" in r]
     return (
@@ -166,12 +167,13 @@ def rare_terms_paragraph(rare: dict) -> str:
         f"{min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(nodes('before')):.1f} → "
         f"{mean(nodes('after')):.1f} ms a question (the runs' means: "
         f"{' / '.join(f'{x:.1f}' for x in nodes('before'))} → {' / '.join(f'{x:.1f}' for x in nodes('after'))}), "
-        f"threadrag {ratios('before')}× → {ratios('after')}× dense. The query alone (`python "
-        "scripts/rare_terms_probe.py --corpus-file ../shared/bench/2wiki/corpus.json`: 60 sets of 12 documents, "
-        "the same terms in all) took 7.1 → 5.5 ms a call; most of the rest is `pgrag.tokenize` itself, "
-        "about 1.3 ms a call, which terms stored at ingest would save (a migration). tigrag on this machine: "
-        f"{min(tigrag):.2f}-{max(tigrag):.2f}× dense (its embedding about 61 ms a question, the question's "
-        "own 14.5).")
+        f"threadrag {ratios('before')}× → {ratios('after')}× dense. The query alone (`{probe['command']}`: "
+        f"{probe['calls']} sets of {probe['documents_per_call']} documents, the same terms in "
+        f"{'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}) took "
+        f"{probe['before_ms']:.1f} → {probe['now_ms']:.1f} ms a call; most of the rest is `pgrag.tokenize` "
+        "itself, about 1.3 ms a call, which terms stored at ingest would save (a migration). tigrag on this "
+        f"machine: {min(tigrag):.2f}-{max(tigrag):.2f}× dense (its embedding about "
+        f"{embedding['question_and_hop_2']:.0f} ms a question, the question's own {embedding['question']:.1f}).")
 
 
 def render() -> str:
