@@ -289,6 +289,8 @@ class SemanticNode(Base):
     char_end: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     embedding: Mapped[Any] = mapped_column(Vector())
+    # pgrag.tokenize(text), written with the node (migration 0011); NULL for older nodes
+    terms: Mapped[list[str] | None] = mapped_column(ARRAY(Text), nullable=True)
 
 
 class EntityVector(Base):

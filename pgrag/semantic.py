@@ -80,6 +80,7 @@ class NodeReport:
     sentences_embedded: int = 0
     nodes_embedded: int = 0
     names: int = 0                 # name vectors stored
+    terms_filled: int = 0          # older nodes given their stored terms (migration 0011)
     embedding_seconds: float = 0.0
     total_seconds: float = 0.0
 
@@ -178,7 +179,8 @@ def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: 
                          settings: SegmentSettings = DEFAULT) -> NodeReport:
     """Make the corpus maintain the ``threadrag`` family (later ingests build the
     nodes of what they write), then build the nodes of every indexed document that
-    has none. Resumable: each batch commits on its own, and a re-run continues
+    has none, and store the terms of nodes written without them (before migration
+    0011). Resumable: each batch commits on its own, and a re-run continues
     with the documents still missing."""
     from .families import enable
 
@@ -205,6 +207,10 @@ def build_semantic_nodes(corpus: "Context", *, batch_size: int = 256, progress: 
             if not _backfill_names(corpus, batch, report):
                 break
             bar.update(len(batch))
+    # Nodes written before their terms were stored (migration 0011) get them now.
+    with _maintaining(corpus) as conn:
+        if conn is not None:
+            report.terms_filled = int(conn.execute(query("fill_node_terms"), {"corpus_id": corpus.id}).fetchone()[0])
     report.total_seconds = time.perf_counter() - started
     return report
 

@@ -398,6 +398,16 @@ WHERE d.corpus_id = %(corpus_id)s AND d.indexed_hash = d.content_hash
                   WHERE n.corpus_id = d.corpus_id AND n.document_id = d.document_id)
 ORDER BY d.document_id;
 
+-- name: fill_node_terms
+-- Terms of the nodes written before migration 0011 (threadrag_nodes tokenizes those
+-- at every query); how many were filled.
+WITH filled AS (
+    UPDATE pgrag.semantic_node SET terms = pgrag.tokenize(text)
+    WHERE corpus_id = %(corpus_id)s AND terms IS NULL
+    RETURNING 1
+)
+SELECT count(*) FROM filled;
+
 -- name: segmentation_input
 -- Title, body, hash and sentence spans of documents, for building their nodes.
 SELECT d.document_id, d.title, d.body, d.content_hash,
@@ -434,7 +444,8 @@ ORDER BY e.q, h.rank;
 -- name: threadrag_nodes
 -- results: binary
 -- Semantic nodes of documents with their embeddings, their name-like entities
--- (stored at ingest, lower-cased, in text order) and their terms (pgrag.tokenize), in narrative order.
+-- (stored at ingest, lower-cased, in text order) and their terms (pgrag.tokenize, stored with
+-- the node since migration 0011; computed here for older nodes), in narrative order.
 -- Which terms are rare the caller decides from the document frequencies of its
 -- ranking index (one version for the whole question, and no token-index probe per term).
 -- Every table is filtered on the corpus value (not only n.corpus_id) so Citus plans one task.
@@ -446,7 +457,7 @@ SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n
                AND e.char_start >= n.char_start AND e.char_end <= n.char_end
                AND e.label = ANY (%(labels)s::text[])
              ORDER BY e.char_start, e.chunk_id) AS entities,
-       pgrag.tokenize(n.text) AS terms
+       coalesce(n.terms, pgrag.tokenize(n.text)) AS terms
 FROM pgrag.semantic_node n
 JOIN pgrag.document d ON d.corpus_id = n.corpus_id AND d.document_id = n.document_id
 WHERE n.corpus_id = %(corpus_id)s AND n.document_id = ANY (%(document_ids)s::bigint[])
@@ -579,22 +590,21 @@ SELECT * FROM unnest(%(corpus_id)s::bigint[],
        %(char_start)s::integer[],
        %(char_end)s::integer[]);
 
--- name: copy_semantic_node
--- Rows of pgrag.semantic_node by binary COPY.
-COPY pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding) FROM STDIN (FORMAT BINARY);
-
 -- name: bulk_semantic_node
--- Rows of pgrag.semantic_node as one array per column.
-INSERT INTO pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding)
-SELECT * FROM unnest(%(corpus_id)s::bigint[],
-       %(document_id)s::bigint[],
-       %(ordinal)s::integer[],
-       %(first_sentence)s::integer[],
-       %(last_sentence)s::integer[],
-       %(char_start)s::integer[],
-       %(char_end)s::integer[],
-       %(text)s::text[],
-       %(embedding)s::vector[]);
+-- Rows of pgrag.semantic_node as one array per column, in a client and inside the
+-- server alike (no COPY: the statement computes each node's terms, migration 0011).
+INSERT INTO pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding, terms)
+SELECT x.*, pgrag.tokenize(x.text)
+FROM unnest(%(corpus_id)s::bigint[],
+            %(document_id)s::bigint[],
+            %(ordinal)s::integer[],
+            %(first_sentence)s::integer[],
+            %(last_sentence)s::integer[],
+            %(char_start)s::integer[],
+            %(char_end)s::integer[],
+            %(text)s::text[],
+            %(embedding)s::vector[])
+     AS x(corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding);
 
 -- name: copy_entity_vector
 -- Rows of pgrag.entity_vector by binary COPY.

@@ -179,6 +179,51 @@ def test_backfill_from_sql_builds_the_same_nodes(db, database_uri, wiki_docs):
         assert np.allclose(as_array(a[8]), as_array(b[8]), atol=1e-5)
 
 
+def stored_terms(db, kb):
+    """(document, ordinal, stored terms, pgrag.tokenize of the text) of every node."""
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT d.external_id, n.ordinal, n.terms, pgrag.tokenize(n.text) FROM pgrag.semantic_node n "
+            "JOIN pgrag.document d USING (corpus_id, document_id) WHERE n.corpus_id = %s ORDER BY 1, 2",
+            (kb.id,)).fetchall()
+
+
+def query_terms(db, kb):
+    """The terms threadrag_nodes gives each node of the corpus, by node id."""
+    with db.transaction() as conn:
+        ids = [r[0] for r in conn.execute("SELECT document_id FROM pgrag.document WHERE corpus_id = %s",
+                                          (kb.id,)).fetchall()]
+    rows = db.fetchall("threadrag_nodes", {"corpus_id": kb.id, "document_ids": ids, "labels": list(NAME_LABELS)})
+    return {r[0]: list(r[9]) for r in rows}
+
+
+def test_node_terms_are_stored_with_the_node_and_filled_for_older_nodes(db, database_uri, wiki_docs):
+    """Each node's terms (migration 0011) are pgrag.tokenize of its text, whether a
+    client or the server wrote the node; nodes without them (written before 0011)
+    give the same terms to ThreadRAG's query, and the backfill stores them."""
+    import psycopg
+
+    kb = db.corpus("terms", methods=["threadrag"])
+    kb.ingest(wiki_docs, progress=False)
+    rows = stored_terms(db, kb)
+    assert rows and all(stored == tokens for _, _, stored, tokens in rows)
+    assert any(len(stored) > 5 for _, _, stored, _ in rows)
+    expected = query_terms(db, kb)
+    with db.transaction() as conn:                  # the server writes them too (SPI, no COPY)
+        conn.execute("DELETE FROM pgrag.semantic_node WHERE corpus_id = %s", (kb.id,))
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        c.execute("SELECT pgrag.threadrag_index('terms')")
+    assert stored_terms(db, kb) == rows
+    with db.transaction() as conn:                  # as a corpus from before 0011 has them
+        older = conn.execute("UPDATE pgrag.semantic_node SET terms = NULL WHERE corpus_id = %s "
+                             "AND ordinal = 0 RETURNING node_id", (kb.id,)).fetchall()
+    assert 0 < len(older) < len(rows)
+    assert sorted(query_terms(db, kb).values()) == sorted(expected.values())
+    assert build_semantic_nodes(kb, progress=False).terms_filled == len(older)
+    assert stored_terms(db, kb) == rows
+    assert build_semantic_nodes(kb, progress=False).terms_filled == 0
+
+
 # -- the threadrag family ---------------------------------------------------------
 
 def node_count(db, kb) -> int:
