@@ -262,7 +262,8 @@ def _ingest_methods(names: str) -> list[str]:
 def _nodes_line(r: dict[str, Any]) -> str:
     return (f"semantic nodes: {r['nodes']} for {r['documents']} documents in {r['total_seconds']:.1f}s "
             f"({r['sentences_embedded']} sentences and {r['nodes_embedded']} nodes embedded); "
-            f"{r.get('names', 0)} name vectors")
+            f"{r.get('names', 0)} name vectors"
+            + (f"; terms stored for {r['terms_filled']} older nodes" if r.get("terms_filled") else ""))
 
 
 def _extraction_line(r: dict[str, Any]) -> str:
