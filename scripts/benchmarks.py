@@ -171,9 +171,46 @@ def rare_terms_paragraph(rare: dict) -> str:
         f"{probe['calls']} sets of {probe['documents_per_call']} documents, the same terms in "
         f"{'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}) took "
         f"{probe['before_ms']:.1f} → {probe['now_ms']:.1f} ms a call; most of the rest is `pgrag.tokenize` "
-        "itself, about 1.3 ms a call, which terms stored at ingest would save (a migration). tigrag on this "
+        "itself, about 1.3 ms a call, which migration 0011 saves (below). tigrag on this "
         f"machine: {min(tigrag):.2f}-{max(tigrag):.2f}× dense (its embedding about "
         f"{embedding['question_and_hop_2']:.0f} ms a question, the question's own {embedding['question']:.1f}).")
+
+
+def node_terms_paragraph(terms: dict) -> str:
+    """ThreadRAG's node terms tokenized per query against stored (docs/benchmarks/threadrag_node_terms.json)."""
+    def stage(label: str) -> list[float]:
+        return [r["threadrag"]["stage_ms_mean"]["nodes"] for r in terms[label]]
+
+    def ratios(label: str) -> str:
+        values = [r["threadrag"]["p50_to_dense"] for r in terms[label]]
+        return f"{min(values):.2f}-{max(values):.2f}"
+
+    def runs(values: list[float]) -> str:
+        return " / ".join(f"{x:.1f}" for x in values)
+
+    probe, fill = terms["probe"], terms["fill"]
+    dense = [r["dense"]["p50_ms"] for label in ("tokenized", "stored") for r in terms[label]]
+    return (
+        "ThreadRAG's node terms are stored with the node (migration 0011): semantic nodes go in through one "
+        "INSERT that computes `pgrag.tokenize(text)`, in a client and inside the server alike, and "
+        "`threadrag_nodes` reads the column instead of tokenizing every node it returns (nodes written before "
+        f"0011 are still tokenized by the query until `pgrag threadrag-index` fills them). {terms['same_hits']}. "
+        f"{len(terms['stored'])} runs each, alternating ({terms['command']}, the tokenizing form through "
+        f"{terms['tokenized_form']}; `docs/benchmarks/threadrag_node_terms.json`), on the {terms['machine']['model']} "
+        f"(dense {min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(stage('tokenized')):.1f} → "
+        f"{mean(stage('stored')):.1f} ms a question (the runs' means: {runs(stage('tokenized'))} → "
+        f"{runs(stage('stored'))}), threadrag {ratios('tokenized')}× → {ratios('stored')}× dense. The node query "
+        f"alone (`{probe['command']}`: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
+        f"same terms in {'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}), median "
+        f"milliseconds a call: {probe['probe_per_term_ms']:.1f} with a token-index probe per term (before "
+        f"8c89fcb), {probe['tokenized_ms']:.1f} tokenized, {probe['stored_ms']:.1f} stored. What it costs at "
+        f"ingest: filling the {fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}; an UPDATE, "
+        f"dearer than the INSERT's own tokenizing) took {fill['seconds']:.2f} s, "
+        f"{fill['seconds'] / fill['nodes'] * 1e6:.0f} µs a node.")
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def render() -> str:
@@ -314,6 +351,9 @@ def render() -> str:
     rare = load("threadrag_rare_terms")
     if rare:
         out += [rare_terms_paragraph(rare), ""]
+    terms = load("threadrag_node_terms")
+    if terms:
+        out += [node_terms_paragraph(terms), ""]
     sql, costs, answers = load("sql_vs_python"), load("inserver_costs"), load("answer_overhead")
     if sql:
         out += ["## SQL vs Python (`pgrag bench queries --via both`)", "", "```", COMMANDS["sql"], "```", "",
