@@ -1,8 +1,8 @@
 -- ThreadRAG's node terms (part of the threadrag family, README "Method families").
 --
 -- ThreadRAG links two nodes that share a rare term. Its query (threadrag_nodes)
--- used to run pgrag.tokenize on every node it read, about 60 µs a node and a
--- sixth of the method's SQL time. The writers of semantic nodes now store the
+-- used to run pgrag.tokenize on every node it read: about 60 µs a node, 1 ms of
+-- a 2Wiki question (docs/BENCHMARKS.md). The writers of semantic nodes now store the
 -- terms with the node (pgrag.tokenize(text), computed by the INSERT itself, in a
 -- client and inside the server alike: sql/queries.sql bulk_semantic_node).
 --
