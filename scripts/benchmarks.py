@@ -188,12 +188,18 @@ def node_terms_paragraph(terms: dict) -> str:
     def runs(values: list[float]) -> str:
         return " / ".join(f"{x:.1f}" for x in values)
 
-    probe, fill = terms["probe"], terms["fill"]
+    probe, fill, write = terms["probe"], terms["fill"], terms["write"]
+
+    def spread(way: str) -> str:
+        values = [r[way]["us_per_node"] for r in write["runs"]]
+        return f"{min(values):.0f}-{max(values):.0f}"
+
     dense = [r["dense"]["p50_ms"] for label in ("tokenized", "stored") for r in terms[label]]
     return (
-        "ThreadRAG's node terms are stored with the node (migration 0011): semantic nodes go in through one "
-        "INSERT that computes `pgrag.tokenize(text)`, in a client and inside the server alike, and "
-        "`threadrag_nodes` reads the column instead of tokenizing every node it returns (nodes written before "
+        "ThreadRAG's node terms are stored with the node (migration 0011): the terms, `pgrag.tokenize(text)`, "
+        "are computed when a node is written (by the INSERT inside the server; a client asks the server for "
+        "them before its COPY), and `threadrag_nodes` reads the column instead of tokenizing every node it "
+        "returns (nodes written before "
         f"0011 are still tokenized by the query until `pgrag threadrag-index` fills them). {terms['same_hits']}. "
         f"{len(terms['stored'])} runs each, alternating ({terms['command']}, the tokenizing form through "
         f"{terms['tokenized_form']}; `docs/benchmarks/threadrag_node_terms.json`), on the {terms['machine']['model']} "
@@ -204,8 +210,11 @@ def node_terms_paragraph(terms: dict) -> str:
         f"same terms in {'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}), median "
         f"milliseconds a call: {probe['probe_per_term_ms']:.1f} with a token-index probe per term (before "
         f"8c89fcb), {probe['tokenized_ms']:.1f} tokenized, {probe['stored_ms']:.1f} stored. What it costs at "
-        f"ingest: filling the {fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}; an UPDATE, "
-        f"dearer than the INSERT's own tokenizing) took {fill['seconds']:.2f} s, "
+        f"ingest: writing {write['nodes']:,} of these nodes took {spread('bulk_write')} µs a node against "
+        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, "
+        f"{len(write['runs'])} runs, each alternating the two and rolling back), most of it `pgrag.tokenize` "
+        "itself; filling the "
+        f"{fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}) took {fill['seconds']:.2f} s, "
         f"{fill['seconds'] / fill['nodes'] * 1e6:.0f} µs a node.")
 
 

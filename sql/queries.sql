@@ -590,9 +590,14 @@ SELECT * FROM unnest(%(corpus_id)s::bigint[],
        %(char_start)s::integer[],
        %(char_end)s::integer[]);
 
+-- name: copy_semantic_node
+-- Rows of pgrag.semantic_node by binary COPY, each with its terms (pgrag.tokenize(text),
+-- asked of the server just before by tokenize_many: pgrag.bulk).
+COPY pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding, terms) FROM STDIN (FORMAT BINARY);
+
 -- name: bulk_semantic_node
--- Rows of pgrag.semantic_node as one array per column, in a client and inside the
--- server alike (no COPY: the statement computes each node's terms, migration 0011).
+-- Rows of pgrag.semantic_node as one array per column; the statement adds each node's
+-- terms (migration 0011).
 INSERT INTO pgrag.semantic_node (corpus_id, document_id, ordinal, first_sentence, last_sentence, char_start, char_end, text, embedding, terms)
 SELECT x.*, pgrag.tokenize(x.text)
 FROM unnest(%(corpus_id)s::bigint[],

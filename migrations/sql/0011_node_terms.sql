@@ -3,8 +3,8 @@
 -- ThreadRAG links two nodes that share a rare term. Its query (threadrag_nodes)
 -- used to run pgrag.tokenize on every node it read: about 60 µs a node, 1 ms of
 -- a 2Wiki question (docs/BENCHMARKS.md). The writers of semantic nodes now store the
--- terms with the node (pgrag.tokenize(text), computed by the INSERT itself, in a
--- client and inside the server alike: sql/queries.sql bulk_semantic_node).
+-- terms with the node, pgrag.tokenize(text): the INSERT inside the server applies
+-- it, and a client asks the server for them before its COPY (pgrag/bulk.py).
 --
 -- Nodes written before this revision have NULL terms; the query falls back to
 -- pgrag.tokenize for them, and `pgrag threadrag-index` fills them in. The column

@@ -5,7 +5,7 @@ import pytest
 
 import pgrag
 from pgrag.bench import _LOAD_QUERY
-from pgrag.bulk import COMPUTED, TABLES
+from pgrag.bulk import TABLES
 from pgrag.queries import parse, queries
 
 # Every way the package runs a named query with a literal name: query("x") and the
@@ -23,10 +23,8 @@ def used_query_names(source: str) -> set[str]:
     used = set(NAMED_CALL.findall(source)) | set(ROWS_CALL.findall(source))
     used.update(_LOAD_QUERY.values())  # bench load runs query(_LOAD_QUERY[method]) for each SQL method
     # pgrag.bulk runs query(f"copy_{table}") over psycopg and query(f"bulk_{table}") over SPI
-    # and for the tables with a computed column
     assert 'query(f"copy_{table}")' in source and 'query(f"bulk_{table}")' in source
-    used.update(f"bulk_{table}" for table in TABLES)
-    used.update(f"copy_{table}" for table in TABLES if table not in COMPUTED)
+    used.update(f"{kind}_{table}" for kind in ("copy", "bulk") for table in TABLES)
     return used
 
 
