@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,12 @@ class TermIndex:
             for i in np.flatnonzero(out < 0).tolist():
                 out[i] = self.added.get(terms[i], -1)
         return out
+
+    def seeds(self, terms: Iterable[str]) -> list[int]:
+        """The distinct nodes of the ``terms`` that are in the vocabulary, ascending
+        (a query's PPR seeds)."""
+        found = (self.get(t) for t in terms if isinstance(t, str))    # a NULL from SQL is no term
+        return sorted({node for node in found if node is not None})
 
     def __contains__(self, term: object) -> bool:
         return isinstance(term, str) and self.get(term) is not None

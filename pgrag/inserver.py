@@ -128,7 +128,7 @@ def ppr(db: Any, corpus: str, seeds: Any, damping: float, top: int, tolerance: f
         raise InputError(f"damping must be in [0, 1), got {damping}")
     ctx = _context(db, corpus)
     graph = token_graph(db, ctx.id)
-    nodes = sorted({graph.index[t] for t in (seeds or []) if t in graph.index})
+    nodes = graph.index.seeds(seeds or [])
     if not nodes or not top or top < 1:
         return {"rows": []}
     result = personalized_pagerank(graph, nodes, damping=damping, tolerance=tolerance,

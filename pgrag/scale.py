@@ -170,7 +170,7 @@ def ppr_times(ctx: Any, questions: Sequence[str], gamma: int = 20) -> dict[str, 
     graph, index, _ = ranking_index(ctx.db, ctx.id)
     push, power, same, shared, pooled, top10 = [], [], 0, [], [], []
     for q in questions:
-        seeds = sorted({graph.index[t] for t in ctx.tokenize(q) if t in graph.index})
+        seeds = graph.index.seeds(ctx.tokenize(q))
         ms_push, a = _ms(lambda: push_pagerank(graph, seeds, damping=0.5, tolerance=1e-4))
         ms_power, b = _ms(lambda: personalized_pagerank(graph, seeds, damping=0.5, tolerance=1e-4))
         push.append(ms_push)

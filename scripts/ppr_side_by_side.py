@@ -66,8 +66,7 @@ def main() -> None:
         kb = db.corpus(args.corpus, create=False)
         graph = ranking_index(db, kb.id).graph
         ctx = kb.context(False)
-        seeds = [sorted({graph.index[t] for t in terms if t in graph.index})
-                 for terms in ctx.tokenize_many(questions)]
+        seeds = [graph.index.seeds(terms) for terms in ctx.tokenize_many(questions)]
         graphs = [(label, graph)]
         if args.float64_too:
             graphs.append((label + "/float64", dataclasses.replace(graph, weights=widened(graph.weights))))

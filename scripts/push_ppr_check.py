@@ -128,7 +128,7 @@ def main() -> None:
     kb = db.corpus(corpus_name_for(args.corpus_file), create=False)
     g = graph.token_graph(db, kb.id)
     questions = load_questions(args.questions)
-    seed_sets = [sorted({g.index[t] for t in kb.tokenize(q.question) if t in g.index}) for q in questions]
+    seed_sets = [g.index.seeds(kb.tokenize(q.question)) for q in questions]
     tally = Tally()
     compare(g, seed_sets[0], settings, epsilon, Tally())    # warm-up, not counted
     for seeds in seed_sets:

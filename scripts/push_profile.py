@@ -100,8 +100,7 @@ def main() -> None:
         db = pgrag.connect(scale.database_dsn(args.dsn, name), migrate=False)
         kb = db.corpus(args.corpus, create=False)
         graph = ranking_index(db, kb.id).graph
-        seeds = [sorted({graph.index[t] for t in terms if t in graph.index})
-                 for terms in kb.context(False).tokenize_many(questions)]
+        seeds = [graph.index.seeds(terms) for terms in kb.context(False).tokenize_many(questions)]
         report["sizes"][label] = {"database": name, **profile(graph, seeds, args.repeats)}
     scale.print_report(report, args.out)
 

@@ -199,7 +199,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
          settings: TigragSettings, hop: int, trace: Trace) -> list[_Scored]:
     t0 = time.perf_counter()
     terms = ctx.tokenize(query)
-    seeds = sorted({graph.index[t] for t in terms if t in graph.index})
+    seeds = graph.index.seeds(terms)
     if not seeds:
         trace.step("hop", hop=hop, query=query, seeds=[], candidates=0, pool=0)
         return []

@@ -260,3 +260,13 @@ def test_share_of_the_exact_set_that_the_approximate_one_holds():
 
     assert _share([1, 2, 3], [2, 3, 4, 5]) == 0.5
     assert _share([], [1]) == 0.0 and _share([1], []) == 0.0 and _share([], []) == 1.0
+
+
+def test_seeds_are_the_distinct_known_terms_nodes_in_ascending_order():
+    """A query's seeds: unknown terms, repeats and SQL NULLs drop out, order does not matter;
+    after a delta, new terms count and gone ones do not."""
+    g = small([(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0)], 4)
+    assert g.index.seeds(["t3", "nosuch", "t1", "t3", None, "t0"]) == [0, 1, 3]
+    assert g.index.seeds([]) == [] and g.index.seeds(["nosuch"]) == []
+    changed = g.index.changed({"new": 4}, np.array([False, True, False, False, False]))
+    assert changed.seeds(["t1", "new", "t2"]) == [2, 4]
