@@ -142,17 +142,24 @@ def oracle_full_section(full: dict | None, before: dict | None, evaluation: dict
     return out + [""]
 
 
+def node_stage(runs: list[dict]) -> list[float]:
+    """ThreadRAG's mean `nodes` stage of each bench queries run."""
+    return [r["threadrag"]["stage_ms_mean"]["nodes"] for r in runs]
+
+
+def threadrag_ratios(runs: list[dict]) -> str:
+    """The range of ThreadRAG's p50 / dense p50 over bench queries runs."""
+    values = [r["threadrag"]["p50_to_dense"] for r in runs]
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
 def rare_terms_paragraph(rare: dict) -> str:
     """ThreadRAG's rare terms before and after (docs/benchmarks/threadrag_rare_terms.json)."""
     def nodes(label: str) -> list[float]:
-        return [r["threadrag"]["stage_ms_mean"]["nodes"] for r in rare[label]]
+        return node_stage(rare[label])
 
     def ratios(label: str) -> str:
-        values = [r["threadrag"]["p50_to_dense"] for r in rare[label]]
-        return f"{min(values):.2f}-{max(values):.2f}"
-
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
+        return threadrag_ratios(rare[label])
 
     probe, embedding = rare["probe"], rare["tigrag_embedding_ms"]
     dense = [r["dense"]["p50_ms"] for label in ("before", "after") for r in rare[label]]
@@ -179,11 +186,10 @@ def rare_terms_paragraph(rare: dict) -> str:
 def node_terms_paragraph(terms: dict) -> str:
     """ThreadRAG's node terms tokenized per query against stored (docs/benchmarks/threadrag_node_terms.json)."""
     def stage(label: str) -> list[float]:
-        return [r["threadrag"]["stage_ms_mean"]["nodes"] for r in terms[label]]
+        return node_stage(terms[label])
 
     def ratios(label: str) -> str:
-        values = [r["threadrag"]["p50_to_dense"] for r in terms[label]]
-        return f"{min(values):.2f}-{max(values):.2f}"
+        return threadrag_ratios(terms[label])
 
     def runs(values: list[float]) -> str:
         return " / ".join(f"{x:.1f}" for x in values)
