@@ -284,7 +284,8 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
 
 def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int = 8,
                    seconds: float = 60.0, method_names: Sequence[str] = LOAD_DEFAULT, k: int = 10,
-                   compare_python: bool = False, progress: bool = True) -> dict[str, Any]:
+                   compare_python: bool = False, torch_threads: Sequence[int | None] = (None,),
+                   progress: bool = True) -> dict[str, Any]:
     """Concurrent retrieval clients against one corpus through a psycopg_pool
     ConnectionPool (one connection per client), for ``seconds``.
 
@@ -296,12 +297,13 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     database's retrieval throughput and latency under concurrency, as an
     application calling the SQL API sees them.
 
+    ``torch_threads``: one run per entry, each on fresh backends whose sessions
+    set ``pgrag.torch_threads`` to it (None: the server's default, 1 a backend);
+    with more than one entry the result holds the runs side by side ("runs").
+
     ``compare_python`` then runs multi-hop tigrag the other way for as long: one
     client *process* per client calling ``kb.retrieve`` (processes, since threads
     would serialise on the GIL), and reports the SQL/Python p95 ratio."""
-    from pgvector.psycopg import register_vector
-    from psycopg_pool import ConnectionPool
-
     from .evaluate import load_questions, prepare_corpus
 
     unknown = [m for m in method_names if m not in LOAD_METHODS]
@@ -309,52 +311,73 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
         raise PgragError(f"bench load runs the SQL methods {', '.join(LOAD_METHODS)}; not {', '.join(unknown)}")
     if clients < 1 or seconds <= 0:
         raise PgragError("clients must be at least 1 and seconds positive")
+    if not torch_threads:
+        raise PgragError("torch_threads needs at least one entry")
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
     questions = [q.question for q in load_questions(questions_file)]
     if not questions:
         raise PgragError(f"no questions in {questions_file}")
     embeddings = list(kb.embedder.encode(questions))
     work = [(m, q, e) for q, e in zip(questions, embeddings) for m in method_names]
+    runs = [_load_run(db.dsn, kb.name, questions[0], work, method_names, clients=clients, seconds=seconds, k=k,
+                      threads=threads) for threads in torch_threads]
+    python = _python_clients(db.dsn, kb.name, questions, clients, seconds, k) if compare_python else None
+    head = {"corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
+            "clients": clients, "k": k, "methods": list(method_names),
+            "client_model": "threads; SQL functions through psycopg_pool; query embeddings precomputed",
+            "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                        "cpus": os.cpu_count()}}
+    body: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs}
+    if python is not None:
+        sql_p95 = runs[-1]["per_method"].get("tigrag", {}).get("p95_ms")
+        body = {**body, "python_tigrag": python, "tigrag_sql_p95_to_python": round(sql_p95 / python["p95_ms"], 3)
+                if sql_p95 and python["p95_ms"] else None}
+    return {**head, **body}
+
+
+def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, str, Any]],
+              method_names: Sequence[str], *, clients: int, seconds: float, k: int,
+              threads: int | None) -> dict[str, Any]:
+    """One timed run of ``clients`` threads on a pool of fresh connections."""
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
     log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
     lock = threading.Lock()
-    with ConnectionPool(db.dsn, min_size=clients, max_size=clients, configure=register_vector,
-                        kwargs={"autocommit": True}, open=True) as pool:
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if threads is not None:
+        kwargs["options"] = f"-c pgrag.torch_threads={int(threads)}"
+    with ConnectionPool(dsn, min_size=clients, max_size=clients, configure=register_vector,
+                        kwargs=kwargs, open=True) as pool:
         pool.wait(timeout=30)
         # Each backend's first in-server call loads the model and the graph (seconds):
         # measured here, outside the timed window, as the Python clients warm up too.
-        first_calls = _warm_backends(pool, clients, kb.name, questions[0], k) if "tigrag" in method_names else []
+        first_calls = _warm_backends(pool, clients, corpus, warm_question, k) if "tigrag" in method_names else []
         rss_start = rss_mb()
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=_client, args=(pool, i, t0 + seconds, work, kb.name, k, log, lock),
+        workers = [threading.Thread(target=_client, args=(pool, i, t0 + seconds, work, corpus, k, log, lock),
                                     name=f"pgrag-load-{i}", daemon=True) for i in range(clients)]
-        for t in threads:
+        for t in workers:
             t.start()
-        for t in threads:
+        for t in workers:
             t.join()
         elapsed = time.perf_counter() - t0
         rss_end = rss_mb()
     every = [ms for ts in log.times.values() for ms in ts]
-    requests = len(every) + log.errors
-    python = _python_clients(db.dsn, kb.name, questions, clients, seconds, k) if compare_python else None
 
     def pct(ts: list[float], p: float) -> float | None:
         return round(percentile(ts, p), 2) if ts else None
 
     return {
-        "corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
-        "clients": clients, "seconds": round(elapsed, 2), "k": k, "methods": list(method_names),
-        "client_model": "threads; SQL functions through psycopg_pool; query embeddings precomputed",
-        "requests": requests, "errors": log.errors, "error_samples": log.error_samples,
+        "torch_threads": threads if threads is not None else "server default",
+        "seconds": round(elapsed, 2), "requests": len(every) + log.errors, "errors": log.errors,
+        "error_samples": log.error_samples,
         "throughput_rps": round(len(every) / elapsed, 2) if elapsed else 0.0,
         "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),
         "per_method": {m: {"requests": len(ts), "p50_ms": pct(ts, 50), "p95_ms": pct(ts, 95), "p99_ms": pct(ts, 99)}
                        for m, ts in log.times.items()},
         "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1),
         **({"first_call_ms": [round(ms, 1) for ms in first_calls]} if first_calls else {}),
-        **({"python_tigrag": python, "tigrag_sql_p95_to_python": round(
-            pct(log.times["tigrag"], 95) / python["p95_ms"], 3)
-            if python and python["p95_ms"] and log.times.get("tigrag") else None} if python is not None else {}),
-        "machine": {"python": platform.python_version(), "processor": platform.machine(), "cpus": os.cpu_count()},
     }
 
 

@@ -815,10 +815,14 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, disable: bool,
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
 @click.option("--compare-python", is_flag=True,
               help="Then run multi-hop tigrag from one Python process per client, and report the p95 ratio.")
+@click.option("--torch-threads", "torch_threads", default="", metavar="N[,M...]",
+              help="One run per value, side by side, each on fresh backends with pgrag.torch_threads = N "
+                   "(default: one run with the server's default, 1 thread a backend). Example: 2,1 compares "
+                   "a thread per core with the default on two cores.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: float, method_names: str, k: int,
-               compare_python: bool, out: Path | None, dsn: str | None) -> None:
+               compare_python: bool, torch_threads: str, out: Path | None, dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -826,9 +830,16 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: f
     """
     from .bench import load_benchmark
 
+    try:
+        threads = [int(t) for t in torch_threads.split(",") if t.strip()] or [None]
+    except ValueError:
+        raise click.BadParameter(f"a comma-separated list of thread counts, not {torch_threads!r}",
+                                 param_hint="--torch-threads") from None
+    if any(t is not None and t < 1 for t in threads):
+        raise click.BadParameter("thread counts are positive", param_hint="--torch-threads")
     result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=clients, seconds=seconds,
                             method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
-                            compare_python=compare_python)
+                            compare_python=compare_python, torch_threads=threads)
     _echo_json(result, out)
 
 

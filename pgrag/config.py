@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,58 @@ def server_shared_buffers_mb(memory_bytes: int) -> int:
     least PostgreSQL's default of 128 and at most 2048 (pgrag.server)."""
     rule = min(2048, max(128, memory_bytes // 8 // (1 << 20)))
     return _positive_int("PGRAG_SHARED_BUFFERS_MB", os.environ.get("PGRAG_SHARED_BUFFERS_MB"), rule)
+
+
+def in_server() -> bool:
+    """Whether this process is a PostgreSQL backend running pgrag under PL/Python
+    (which puts its ``plpy`` module in sys.modules before anything imports pgrag)."""
+    return "plpy" in sys.modules
+
+
+_torch_threads_override: int | None = None
+
+
+def torch_threads() -> int | None:
+    """Intra-op threads of every in-process model (torch, and BLAS under numpy):
+    ``PGRAG_TORCH_THREADS``, else 1 in a server backend, else None (torch's own
+    default, one per core) in a client. A backend's default is 1 because many
+    backends share the cores: with one thread per core each, eight backends on two
+    cores spent most of their time fighting (docs/SCALING.md). The session setting
+    ``pgrag.torch_threads`` overrides it in a backend (set_torch_threads)."""
+    if _torch_threads_override is not None:
+        return _torch_threads_override
+    raw = os.environ.get("PGRAG_TORCH_THREADS")
+    if raw:
+        return _positive_int("PGRAG_TORCH_THREADS", raw, 1)
+    return 1 if in_server() else None
+
+
+def set_torch_threads(raw: str | int | None) -> int | None:
+    """Use ``raw`` threads from now on in this process (None: back to
+    torch_threads()'s rule); applied to torch at once when it is loaded."""
+    global _torch_threads_override
+    _torch_threads_override = None if raw in (None, "") else _positive_int("pgrag.torch_threads", str(raw), 1)
+    threads = torch_threads()
+    torch = sys.modules.get("torch")
+    if threads is not None and torch is not None:
+        torch.set_num_threads(threads)
+    return threads
+
+
+def _server_process_defaults() -> None:
+    """Environment defaults of a server backend, set before numpy or torch load:
+    no model hub (the server has none, and its OS user may have no home to cache
+    in), and BLAS / OpenMP pools of torch_threads() threads."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    threads = str(torch_threads() or 1)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+
+
+if in_server():
+    _server_process_defaults()
 
 
 def sweep_threads(cores: int) -> int:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from .config import embedding_precision
+from .config import embedding_precision, torch_threads
 from .exceptions import ConfigError, EmbeddingMismatch
 
 if TYPE_CHECKING:
@@ -51,6 +51,11 @@ class SentenceTransformerEmbedder:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # pgrag shows its own progress; keep output clean
+        threads = torch_threads()
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
         self.name = name
         try:
             self._model = SentenceTransformer(_model_path(name), device="cpu")

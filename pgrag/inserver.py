@@ -22,12 +22,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+# config sets the backend's environment defaults (no model hub, one BLAS thread)
+# when it is first imported, which pgrag/__init__ does before numpy loads.
 from .exceptions import CorpusNotFound, InputError, PgragError
-
-# The server has no model hub either, and its OS user may have no home to cache in.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]) -> str:
@@ -37,7 +34,10 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
         if handler is None:
             raise PgragError(f"unknown in-server call {name!r}")
         params = json.loads(payload) if isinstance(payload, str) else dict(payload or {})
-        result = handler(_database(plpy, GD), **params)
+        db = _database(plpy, GD)
+        if "pgrag.threads" not in GD:
+            GD["pgrag.threads"] = _threads(db)
+        result = handler(db, **params)
     except PgragError as exc:
         # Raised by pgrag._checked in SQL, so that the message reads as pgrag's own
         # (an exception leaving PL/Python is prefixed with its Python class name).
@@ -51,6 +51,15 @@ def _secret(plpy: Any, GD: dict[str, Any]) -> str | None:
         return llm_settings(_database(plpy, GD))[0].api_key
     except PgragError:
         return None
+
+
+def _threads(db: Any) -> int | None:
+    """The backend's model threads, read at its first call: the session setting
+    ``pgrag.torch_threads`` (e.g. a pool's ``options=-c pgrag.torch_threads=2``)
+    when set, else config.torch_threads()'s rule (1 in a backend)."""
+    from .config import set_torch_threads
+
+    return set_torch_threads(db.fetch_row("torch_threads_setting")[0])
 
 
 def _database(plpy: Any, GD: dict[str, Any]) -> Any:
@@ -88,7 +97,9 @@ def ping(db: Any) -> dict[str, Any]:
 
     from . import __file__ as package_file
 
-    return {"python": sys.version.split()[0], "pgrag": os.path.dirname(package_file)}
+    torch = sys.modules.get("torch")   # loaded by the first call that embeds
+    return {"python": sys.version.split()[0], "pgrag": os.path.dirname(package_file),
+            "torch_threads": torch.get_num_threads() if torch is not None else None}
 
 
 def embed(db: Any, corpus: str, text: Any) -> dict[str, Any]:

@@ -67,6 +67,20 @@ def test_the_server_runs_pgrag_from_the_recorded_path(conn):
     assert path and ping["pgrag"].startswith(path[0])
 
 
+def _torch_threads_after_a_call(uri: str, **kwargs: str) -> int:
+    """A fresh backend embeds a question, then says how many threads its torch uses."""
+    with psycopg.connect(uri, autocommit=True, **kwargs) as c:
+        c.execute("SELECT pgrag.embed('wiki', 'Lothair II')").fetchone()
+        return c.execute("SELECT pgrag._py('ping', '{}')").fetchone()[0]["torch_threads"]
+
+
+def test_a_backend_runs_its_model_on_one_thread_unless_its_session_asks(wiki_uri):
+    # One thread a backend by default: many backends share the cores (on a
+    # multi-core machine torch would start one thread per core in each).
+    assert _torch_threads_after_a_call(wiki_uri) == 1
+    assert _torch_threads_after_a_call(wiki_uri, options="-c pgrag.torch_threads=3") == 3
+
+
 @pytest.mark.parametrize("method", methods.names())
 def test_every_method_through_sql_equals_the_python_call(conn, kb, method):
     """Same chunks, same order, scores within 1e-6, same details, for every

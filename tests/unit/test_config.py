@@ -54,3 +54,26 @@ def test_a_bad_batch_size_is_a_config_error(env, raw):
     env.setenv("PGRAG_BATCH_SIZE", raw)
     with pytest.raises(ConfigError, match=f"PGRAG_BATCH_SIZE must be a positive integer, not '{raw}'"):
         Settings.from_env()
+
+
+def test_model_threads_one_in_a_backend_the_variable_else_torch_default(env):
+    import sys
+
+    from pgrag import config
+
+    env.delenv("PGRAG_TORCH_THREADS", raising=False)
+    assert config.torch_threads() is None            # a client: torch's own default
+    env.setitem(sys.modules, "plpy", object())       # what PL/Python puts there in a backend
+    assert config.in_server() and config.torch_threads() == 1
+    env.setenv("PGRAG_TORCH_THREADS", "4")
+    assert config.torch_threads() == 4
+    applied: list[int] = []                          # this process's torch keeps its threads
+    env.setitem(sys.modules, "torch", type("Torch", (), {"set_num_threads": staticmethod(applied.append)}))
+    try:
+        assert config.set_torch_threads("2") == 2    # a session's pgrag.torch_threads wins
+    finally:
+        config.set_torch_threads(None)
+    assert config.torch_threads() == 4 and applied == [2, 4]
+    env.setenv("PGRAG_TORCH_THREADS", "0")
+    with pytest.raises(ConfigError, match="PGRAG_TORCH_THREADS"):
+        config.torch_threads()
