@@ -12,7 +12,7 @@ from __future__ import annotations
 from .config import Settings
 from .context import Context
 from .corpus import Corpus
-from .db import Database, open_database
+from .database import Database, open_database
 from .exceptions import (
     AttachError,
     ConfigError,

@@ -522,7 +522,7 @@ def _method_list(ctx: click.Context | None, param: click.Parameter | None, value
 @click.option("--extract", type=click.Choice(["spacy", "llm"]), default=None,
               help="Also build triples and propositions with this extractor (once; reused).")
 @click.option("--oracle", is_flag=True,
-              help="Answer the LLM prompts with the oracle reader (pgrag.oracle): an ideal reader of each "
+              help="Answer the LLM prompts with the oracle reader (pgrag.bench.oracle): an ideal reader of each "
                    "prompt that knows the question's gold evidence (needs 'evidences' in the questions). "
                    "The figures are an upper bound under ideal reasoning.")
 @click.option("--failures", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -548,8 +548,8 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     """
     import contextlib
 
-    from . import evaluate
-    from .report import markdown_report, plot_recall
+    from .bench import evaluate
+    from .bench.report import markdown_report, plot_recall
 
     if oracle and (llm_base_url or llm_model or extract == "llm"):
         raise click.UsageError("--oracle is the LLM of the run: it does not combine with --llm, --llm-model "
@@ -565,7 +565,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
         server = None
         llm = None
         if oracle:
-            from . import oracle as oracle_mod
+            from .bench import oracle as oracle_mod
 
             golds = {g.id: g for g in oracle_mod.load_gold(questions_file)}
             server = stack.enter_context(oracle_mod.OracleServer([golds[q.id] for q in questions]))
@@ -625,7 +625,7 @@ def bench() -> None:
 def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, out: Path | None,
                  method_names: str, dsn: str | None) -> None:
     """Time a full ingest and split it: embedding, spaCy, everything else."""
-    from .bench import ingest_benchmark
+    from .bench.timing import ingest_benchmark
 
     result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size,
                               methods=_ingest_methods(method_names))
@@ -646,7 +646,7 @@ def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, o
 def bench_follow(corpus_file: Path, limit: int, rows: int, repeat: int, batch_size: int, out: Path | None,
                  dsn: str | None) -> None:
     """Trigger overhead per application row, and worker vs `pgrag ingest` throughput."""
-    from .bench import follow_benchmark
+    from .bench.timing import follow_benchmark
 
     result = follow_benchmark(_connect(dsn), corpus_file, limit=limit, rows=rows, repeat=repeat,
                               batch_size=batch_size, progress=False)
@@ -669,7 +669,7 @@ def bench_follow(corpus_file: Path, limit: int, rows: int, repeat: int, batch_si
 def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[str], k: int, warmup: int,
                   limit: int | None, via: str, out: Path | None, dsn: str | None) -> None:
     """Query latency p50/p95 per method, and each p50 as a ratio to dense's."""
-    from .bench import query_benchmark
+    from .bench.timing import query_benchmark
 
     result = query_benchmark(_connect(dsn), corpus_file, questions_file, method_names,
                              k=k, warmup=warmup, limit=limit, via=via)
@@ -684,7 +684,7 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
 @dsn_option
 def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path | None, dsn: str | None) -> None:
     """Token graph costs: CSR build time, and PPR in scipy vs in SQL (time, agreement)."""
-    from .bench import graph_benchmark
+    from .bench.timing import graph_benchmark
 
     result = graph_benchmark(_connect(dsn), corpus_file, questions_file, limit=limit)
     _echo_json(result, out)
@@ -716,7 +716,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
     table sizes, ingest stages, graph cache, PPR, method p50/p95, the first query
     after a small ingest and delete, and memory per process (pgrag/scale.py)."""
     from . import server
-    from .scale import scale_benchmark
+    from .bench.scale import scale_benchmark
 
     try:
         sizes = [int(f) for f in factors.split(",") if f.strip()]
@@ -753,8 +753,8 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
 
         pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
     """
-    from . import evaluate
-    from .trajectories import export_trajectories as export
+    from .bench import evaluate
+    from .bench.trajectories import export_trajectories as export
 
     settings = _llm_settings(llm_base_url, llm_model)
     if not settings.configured:
@@ -828,10 +828,10 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: f
 
         pgrag bench load --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --clients 8 --seconds 60 --out load.json
     """
-    from .bench import load_benchmark
+    from .bench.timing import load_benchmark
 
     try:
-        threads = [int(t) for t in torch_threads.split(",") if t.strip()] or [None]
+        threads: list[int | None] = [int(t) for t in torch_threads.split(",") if t.strip()] or [None]
     except ValueError:
         raise click.BadParameter(f"a comma-separated list of thread counts, not {torch_threads!r}",
                                  param_hint="--torch-threads") from None
@@ -996,7 +996,8 @@ def worker(corpus: str | None, once: bool, batch_size: int, idle_seconds: float,
                                    "stale": r.stale, "failed": r.failed, "parked": r.parked,
                                    "seconds": round(r.seconds, 3)}), err=True)
 
-    w = Worker(database, corpus=corpus, batch_size=batch_size, idle_seconds=idle_seconds, on_batch=on_batch)
+    w = Worker(database, corpus=corpus, batch_size=batch_size, idle_seconds=idle_seconds, on_batch=on_batch,
+               settings=database.settings)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     if bar is None:
         click.echo(json.dumps({"event": "start", "corpus": corpus, "once": once}), err=True)

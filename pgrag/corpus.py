@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import families as fam
 from . import methods
+from .methods import families_for
 from .config import ChunkingSettings, Settings
 from .context import Context, CorpusInfo, lookup_corpus
 from .embed import Embedder, corpus_embedder, get_embedder
@@ -18,7 +19,7 @@ from .results import Answer, Hit, Hits, Proposition
 from .sources import DocumentIn, validate
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .context import QueryRunner
     from .extract import ExtractionReport
     from .llm import LLM, LLMSettings
     from .semantic import NodeReport
@@ -29,7 +30,7 @@ MAX_VECTOR_DIM = 2000
 class Corpus:
     """Documents indexed for retrieval, all stored in the database."""
 
-    def __init__(self, db: "Database", info: CorpusInfo, settings: Settings) -> None:
+    def __init__(self, db: "QueryRunner", info: CorpusInfo, settings: Settings) -> None:
         self.db = db
         self.info = info
         self.settings = settings
@@ -90,7 +91,7 @@ class Corpus:
         before ingesting, and backfills the corpus's older documents after
         (``report.backfill``)."""
         docs = validate(documents)
-        needed = fam.for_methods(methods)
+        needed = families_for(methods)
         for family in needed:     # the flag first: this ingest then builds the family's rows
             self._set_families(fam.enable(self.db, self.id, family))
         report = self._ingest(docs, batch_size, progress)
@@ -121,7 +122,7 @@ class Corpus:
         attachment asks for them). Returns the batch reports."""
         from .follow import sync
 
-        return sync(self, batch_size=batch_size)
+        return sync(self.context(), batch_size=batch_size or self.settings.batch_size)
 
     def _ingest(self, docs: list[DocumentIn], batch_size: int | None, progress: bool) -> IngestReport:
         return ingest(self.db, self.info, docs, embedder=self.embedder,
@@ -214,11 +215,13 @@ class Corpus:
         return int(row[0]) if row else 0
 
     def hits_from_rows(self, rows: Sequence[tuple]) -> list[Hit]:
-        """Hits from rows shaped like ``pgrag.hits`` (see ``Context.hits_from_rows``)."""
-        return self.context(False).hits_from_rows(rows)
+        """Hits, with provenance and sentences, from rows of the SQL functions that
+        return ``pgrag.hit`` (pgrag.bm25, pgrag.dense, pgrag.hybrid, pgrag.tigrag),
+        in their order and with their scores."""
+        return self.context(False).hits([r[1] for r in rows], [r[2] for r in rows])
 
 
-def open_corpus(db: "Database", name: str, settings: Settings, *, create: bool = True,
+def open_corpus(db: "QueryRunner", name: str, settings: Settings, *, create: bool = True,
                 embedding_model: str | None = None,
                 chunking: ChunkingSettings | None = None) -> Corpus:
     """The corpus ``name``; created (with the given or default model) when missing."""

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from . import methods
-from .db import Database
+from .database import Database
 from .ingest import IngestReport
 from .results import Hits
 

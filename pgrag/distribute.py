@@ -2,7 +2,7 @@
 
 Run once on the coordinator after ``pgrag db upgrade`` and after the workers are
 added (``citus_add_node``). The layout and its reasons are in sql/distribute.sql
-and docs/SCALING.md. ``Database.upgrade`` calls :func:`after_upgrade`, so that a
+and docs/SCALING.md. ``pgrag.schema.upgrade`` calls :func:`after_upgrade`, so that a
 distributed database stays distributed when later migrations add tables.
 """
 
@@ -15,7 +15,7 @@ from .resources import sql_file
 from . import sqlscript
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .context import QueryRunner
 
 
 def has_citus(conn: Any) -> bool:
@@ -46,12 +46,28 @@ def create_table(conn: Any, statement: str) -> None:
     conn.execute(query("distribute"), {"shard_count": None}).fetchall()
 
 
+def run_migration(conn: Any, script: str) -> int:
+    """Run a migration's SQL file. On a database distributed by Citus (``pgrag
+    db distribute``) each ``CREATE TABLE`` runs without DDL propagation, so that
+    its inline foreign keys to distributed tables are accepted, and the new table
+    is distributed right after it (``create_table`` re-creates those foreign keys
+    on the shards); every other statement runs as on a single PostgreSQL."""
+    distributed = is_distributed(conn)
+    parts = sqlscript.statements(script)
+    for statement in parts:
+        if distributed and sqlscript.creates_table(statement):
+            create_table(conn, statement)
+        else:
+            conn.execute(statement)
+    return len(parts)
+
+
 def _install_and_run(conn: Any, shard_count: int | None) -> list[tuple[str, str, int | None, int]]:
     sqlscript.run(conn, sql_file("distribute.sql"))
     return [tuple(r) for r in conn.execute(query("distribute"), {"shard_count": shard_count}).fetchall()]
 
 
-def distribute(db: "Database", shard_count: int | None = None) -> list[tuple[str, str, int | None, int]]:
+def distribute(db: "QueryRunner", shard_count: int | None = None) -> list[tuple[str, str, int | None, int]]:
     """Make pgrag.corpus and pgrag.corpus_acl reference tables and distribute
     every other corpus-scoped table by corpus_id, co-located (idempotent).
     Returns (table, kind, colocation id, shard count) for every pgrag table."""
@@ -66,16 +82,16 @@ def distribute(db: "Database", shard_count: int | None = None) -> list[tuple[str
 
 
 def after_upgrade(conn: Any) -> None:
-    """Inside ``Database.upgrade``'s transaction: distribute tables that new
+    """Inside ``pgrag.schema.upgrade``'s transaction: distribute tables that new
     migrations created, when the database is distributed."""
     if is_distributed(conn):
         _install_and_run(conn, None)
 
 
-def layout(db: "Database") -> list[tuple[str, str, int | None, int]]:
+def layout(db: "QueryRunner") -> list[tuple[str, str, int | None, int]]:
     return [tuple(r) for r in db.fetchall("distribution")]
 
 
-def placement(db: "Database", corpus: str) -> list[tuple[str, int, str, int]]:
+def placement(db: "QueryRunner", corpus: str) -> list[tuple[str, int, str, int]]:
     """(table, shard id, node, port) of a corpus's shard group."""
     return [tuple(r) for r in db.fetchall("corpus_placement", {"corpus": corpus})]

@@ -3,7 +3,8 @@
 A family is the stored data some methods need beyond what every method uses
 (chunks, postings, token graph). Today there is one: ``threadrag``, ThreadRAG's
 semantic nodes, narrative edges and name vectors (``pgrag.semantic``), which
-roughly double an ingest's embedding time. ``pgrag.corpus.families`` lists the families a corpus
+roughly double an ingest's embedding time. A method names the family it needs
+(``MethodSpec.family``; ``pgrag.methods.families_for``). ``pgrag.corpus.families`` lists the families a corpus
 maintains; ingest (client, in-server, follow worker) builds a family's rows only
 for the corpora that list it, and a method whose family is missing refuses to
 run with the command that builds it (``MethodNotBuilt``).
@@ -31,14 +32,6 @@ def check(family: str) -> str:
     if family not in FAMILIES:
         raise InputError(f"unknown method family {family!r}; families: {', '.join(FAMILIES)}")
     return family
-
-
-def for_methods(method_names: Iterable[str]) -> list[str]:
-    """The families the given methods need, in order (methods needing none add none)."""
-    from . import methods
-
-    needed = (methods.get(name).family for name in method_names)
-    return list(dict.fromkeys(f for f in needed if f is not None))
 
 
 def current(db: "QueryRunner", corpus_id: int) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
+from .config import Settings
 from .embed import Embedder
 from .exceptions import InputError, PgragError
 from .ingest import CorpusInfo, IngestReport, prepare, write_prepared
@@ -46,8 +47,7 @@ from .sources import DocumentIn, validate
 from .text import content_hash
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
-    from .db import Database
+    from .context import Context, QueryRunner
 
 CHANNEL = "pgrag_follow"
 log = logging.getLogger("pgrag.worker")
@@ -124,17 +124,17 @@ class BatchReport:
 
 # -- attach / detach / status --------------------------------------------------
 
-def attach(db: "Database", corpus: str, source: str, *, id_column: str, text_column: str,
+def attach(db: "QueryRunner", corpus: str, source: str, *, id_column: str, text_column: str,
            title_column: str | None = None, metadata_columns: Sequence[str] = (),
            triples: str | None = None, embedding_model: str | None = None,
            max_attempts: int = 5, retry_seconds: float = 10.0) -> int:
     """Make ``corpus`` follow ``source`` (``"schema.table"``); returns the number of
     queue items enqueued (every existing row). Raises ``AttachError`` and changes
     nothing on a bad call. A new corpus gets ``embedding_model`` (default: the
-    configured one)."""
+    configured one, ``PGRAG_EMBEDDING_MODEL``)."""
     from .embed import get_embedder
 
-    model = embedding_model or db.settings.embedding_model
+    model = embedding_model or Settings.from_env().embedding_model
     row = db.fetchone("corpus_by_name", {"name": corpus})
     dim = row[3] if row is not None else get_embedder(model).dim
     return int(db.fetch_row("follow_attach", {
@@ -144,34 +144,34 @@ def attach(db: "Database", corpus: str, source: str, *, id_column: str, text_col
         "retry_seconds": float(retry_seconds)})[0])
 
 
-def detach(db: "Database", corpus: str, *, drop_corpus: bool = False) -> None:
+def detach(db: "QueryRunner", corpus: str, *, drop_corpus: bool = False) -> None:
     """Stop following: remove the triggers and the queue (and the corpus, if asked)."""
     db.fetch_row("follow_detach", {"corpus": corpus, "drop_corpus": drop_corpus})
 
 
-def attachments(db: "Database", corpus: str | None = None) -> list[Attachment]:
+def attachments(db: "QueryRunner", corpus: str | None = None) -> list[Attachment]:
     return [Attachment.from_row(r) for r in db.fetchall("follow_list", {"corpus": corpus})]
 
 
-def sync_status(db: "Database", corpus: str | None = None) -> list[SyncStatus]:
+def sync_status(db: "QueryRunner", corpus: str | None = None) -> list[SyncStatus]:
     return [SyncStatus.from_row(r) for r in db.fetchall("sync_status", {"corpus": corpus})]
 
 
-def requeue(db: "Database", corpus: str, keys: Sequence[str] | None = None) -> int:
+def requeue(db: "QueryRunner", corpus: str, keys: Sequence[str] | None = None) -> int:
     """Put parked items (all of the corpus's, or those of ``keys``) back in the queue."""
     att = _attachment(db, corpus)
     return int(db.fetch_row("follow_requeue", {
         "corpus_id": att.corpus_id, "keys": list(keys) if keys is not None else None})[0])
 
 
-def parked(db: "Database", corpus: str) -> list[dict[str, Any]]:
+def parked(db: "QueryRunner", corpus: str) -> list[dict[str, Any]]:
     """Parked items with their errors."""
     att = _attachment(db, corpus)
     cols = ("item_id", "key", "op", "attempts", "error", "enqueued_at", "parked_at")
     return [dict(zip(cols, r)) for r in db.fetchall("follow_parked", {"corpus_id": att.corpus_id})]
 
 
-def _attachment(db: "Database", corpus: str) -> Attachment:
+def _attachment(db: "QueryRunner", corpus: str) -> Attachment:
     found = attachments(db, corpus)
     if not found:
         from .exceptions import AttachError
@@ -364,16 +364,20 @@ def _one_by_one(db: Any, corpus: CorpusInfo, embedder: Embedder, spacy_model: st
     return total
 
 
-def sync(kb: "Corpus", *, batch_size: int | None = None, on_batch: Callable[[BatchReport], None] | None = None,
+def sync(ctx: "Context", *, batch_size: int = 64, on_batch: Callable[[BatchReport], None] | None = None,
          attachment: Attachment | None = None) -> list[BatchReport]:
-    """Process ``kb``'s queue until nothing is due, then extract triples from the
-    new chunks when the attachment asks for them (resumable: every chunk not yet
-    extracted). The client-side equivalent of ``SELECT pgrag.index('wiki')``."""
-    att = attachment or _attachment(kb.db, kb.name)
-    reports = process_queue(kb.db, kb.info, embedder=kb.embedder, spacy_model=kb.settings.spacy_model,
-                            batch_size=batch_size or kb.settings.batch_size, on_batch=on_batch)
+    """Process the queue of ``ctx``'s corpus until nothing is due, then extract
+    triples from the new chunks when the attachment asks for them (resumable:
+    every chunk not yet extracted; ``llm`` triples with ``ctx.llm``). The same
+    work in both homes: ``kb.sync()`` and the worker in a client, ``SELECT
+    pgrag.index('wiki')`` in the server."""
+    from .extract import extract_triples
+
+    att = attachment or _attachment(ctx.db, ctx.name)
+    reports = process_queue(ctx.db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
+                            batch_size=batch_size, on_batch=on_batch)
     if att.triples:
-        kb.extract_triples(att.triples, progress=False)
+        extract_triples(ctx, att.triples, llm=ctx.llm, progress=False)
     return reports
 
 
@@ -396,10 +400,11 @@ class Worker:
     then sleeps on LISTEN pgrag_follow until a trigger notifies, a retry comes
     due, or ``idle_seconds`` pass. Several workers may run at once."""
 
-    def __init__(self, db: "Database", *, corpus: str | None = None, batch_size: int = 64,
-                 idle_seconds: float = 60.0,
-                 on_batch: Callable[[BatchReport], None] | None = None) -> None:
+    def __init__(self, db: "QueryRunner", *, corpus: str | None = None, batch_size: int = 64,
+                 idle_seconds: float = 60.0, on_batch: Callable[[BatchReport], None] | None = None,
+                 settings: Settings | None = None) -> None:
         self.db = db
+        self.settings = settings or Settings.from_env()
         self.corpus = corpus
         self.batch_size = batch_size
         self.idle_seconds = idle_seconds
@@ -438,8 +443,20 @@ class Worker:
 
     def drain(self) -> None:
         for att in attachments(self.db, self.corpus):
-            sync(self.db.corpus(att.corpus, create=False), batch_size=self.batch_size,
-                 on_batch=self._batch_done, attachment=att)
+            sync(self._context(att), batch_size=self.batch_size, on_batch=self._batch_done, attachment=att)
+
+    def _context(self, att: Attachment) -> "Context":
+        """The attached corpus as a method sees it, with the LLM of PGRAG_LLM_*
+        for an attachment whose triples come from the LLM."""
+        from .context import Context, lookup_corpus
+        from .exceptions import CorpusNotFound
+        from .llm import LLM, LLMSettings
+
+        info = lookup_corpus(self.db, att.corpus)
+        if info is None:
+            raise CorpusNotFound(f"corpus {att.corpus!r} does not exist")
+        llm = LLM(self.db, info.corpus_id, LLMSettings.from_env()) if att.triples == "llm" else None
+        return Context(db=self.db, info=info, spacy_model=self.settings.spacy_model, llm=llm)
 
     def _batch_done(self, r: BatchReport) -> None:
         w = self.report

@@ -24,11 +24,6 @@ from .queries import query
 if TYPE_CHECKING:
     from .context import QueryRunner
 
-# Binary COPY of (bigint, bigint, bigint) rows: a 16-bit field count, then for
-# each field a 32-bit length and an 8-byte big-endian value.
-_EDGE_ROW = np.dtype([("n", ">i2"), ("la", ">i4"), ("a", ">i8"), ("lb", ">i4"), ("b", ">i8"),
-                      ("lw", ">i4"), ("w", ">i8")])
-_COPY_HEADER = 19  # signature (11) + flags (4) + header extension length (4)
 
 
 class Terms:
@@ -243,16 +238,6 @@ class TokenGraph:
         return sp.csr_matrix((w.data * self.inverse_degree[w.indices], w.indices, w.indptr), shape=w.shape)
 
 
-def parse_triples(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Three bigint columns of a binary COPY (edges, postings) as int64 arrays (the
-    third as float64: edge weights are summed as floats)."""
-    if not data:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    body = memoryview(data)[_COPY_HEADER:len(data) - 2]  # trailer: int16 -1
-    rows = np.frombuffer(body, dtype=_EDGE_ROW)
-    return rows["a"].astype(np.int64), rows["b"].astype(np.int64), rows["w"].astype(np.float64)
-
-
 def _version(conn: Any, corpus_id: int) -> int:
     row = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
     return int(row[0]) if row else 0
@@ -265,24 +250,12 @@ def load_graph(db: "QueryRunner", corpus_id: int) -> TokenGraph:
         with db.transaction() as conn:
             version = _version(conn, corpus_id)
             tokens = conn.execute(query("graph_tokens"), {"corpus_id": corpus_id}).fetchall()
-            a, b, w = _read_edges(conn, corpus_id)
+            a, b, w = conn.read_triples("graph_edges", {"corpus_id": corpus_id})
             after = _version(conn, corpus_id)
         if after == version:
             break
     token_ids = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
     return build_graph(version, token_ids, [t[1] for t in tokens], a, b, w)
-
-
-def _read_edges(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, w) of every edge: a binary COPY over psycopg, three arrays over SPI."""
-    if not hasattr(conn, "cursor"):
-        a, b, w = conn.execute(query("graph_edges_arrays"), {"corpus_id": corpus_id}).fetchone()
-        return np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64), np.asarray(w, dtype=np.float64)
-    buffer = bytearray()
-    with conn.cursor().copy(query("graph_edges_copy"), {"corpus_id": corpus_id}) as copy:
-        for block in copy:
-            buffer += block
-    return parse_triples(bytes(buffer))
 
 
 def build_graph(version: int, token_ids: np.ndarray, terms: Sequence[str],

@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
-from .graph import TermIndex, Terms, TokenGraph
+from .config import graph_dir_setting
 
 if TYPE_CHECKING:
     from .context import QueryRunner
-    from .postings import Postings
+
+# A version's arrays by name: what pgrag.postings makes of a graph and its postings.
+Arrays = dict[str, np.ndarray]
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "w_data", "w_indices", "w_indptr")
 POSTINGS_ARRAYS = ("chunk_ids", "tf_data", "tf_indices", "tf_indptr", "lengths", "documents", "df", "vector_ids",
@@ -52,7 +53,7 @@ FORMAT = 6
 
 def root() -> Path | None:
     """The shared folder, or None when ``PGRAG_GRAPH_DIR`` is set to ``off``."""
-    configured = os.environ.get("PGRAG_GRAPH_DIR", "")
+    configured = graph_dir_setting()
     if configured.lower() == "off":
         return None
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "pgrag-graphs"
@@ -94,10 +95,10 @@ def _owners() -> list[int]:
 
 
 def load(db: "QueryRunner", corpus_id: int, version: int,
-         latest: bool = False) -> "tuple[TokenGraph, Postings] | None":
-    """The graph and postings of ``version`` (with ``latest``, of the newest
-    version before it: the caller applies the delta), mapped from a trusted
-    folder, or None."""
+         latest: bool = False) -> tuple[int, Arrays] | None:
+    """The arrays of ``version`` (with ``latest``, of the newest version before
+    it: the caller applies the delta), mapped from a trusted folder, with their
+    version; or None."""
     base = root()
     if base is None or not _safe_root(base):
         return None
@@ -112,9 +113,9 @@ def load(db: "QueryRunner", corpus_id: int, version: int,
             (v for v in (_version_of(p.name, key) for p in mine.glob(f"{key}-v*")) if v is not None and v < version),
             reverse=True)[:1]
         for v in wanted:
-            pair = _map(mine / f"{key}-v{v}", owner, v)
-            if pair is not None:
-                return pair
+            arrays = _map(mine / f"{key}-v{v}", owner)
+            if arrays is not None:
+                return v, arrays
     return None
 
 
@@ -123,38 +124,25 @@ def _version_of(name: str, key: str) -> int | None:
     return int(tail) if name.startswith(f"{key}-v") and tail.isdigit() else None
 
 
-def _map(folder: Path, owner: int, version: int) -> "tuple[TokenGraph, Postings] | None":
-    from .postings import Postings, Vectors
-
+def _map(folder: Path, owner: int) -> Arrays | None:
     if not _safe_dir(folder, owner):
         return None
     try:
-        a = {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False)
-             for n in GRAPH_ARRAYS + POSTINGS_ARRAYS}
+        return {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False)
+                for n in GRAPH_ARRAYS + POSTINGS_ARRAYS}
     except (OSError, ValueError):
         return None   # being removed by its owner, or not a pgrag folder: read the database
-    n = len(a["token_ids"])
-    weights = sp.csr_matrix((a["w_data"], a["w_indices"], a["w_indptr"]), shape=(n, n), copy=False)
-    graph = TokenGraph(version=version, token_ids=a["token_ids"], terms=Terms(a["terms"]),
-                       index=TermIndex(a["sorted_terms"], a["order"]), weights=weights, degree=a["degree"],
-                       edges=weights.nnz // 2)
-    postings = Postings(version=version, chunk_ids=a["chunk_ids"],
-                        tf=sp.csc_matrix((a["tf_data"], a["tf_indices"], a["tf_indptr"]),
-                                         shape=(len(a["chunk_ids"]), n), copy=False),
-                        lengths=a["lengths"], documents=a["documents"], df=a["df"],
-                        vectors=Vectors.of(a["vector_ids"], a["vectors"]))
-    return graph, postings
 
 
-def save(db: "QueryRunner", corpus_id: int, graph: TokenGraph, postings: "Postings") -> Path | None:
+def save(db: "QueryRunner", corpus_id: int, version: int, arrays: Arrays) -> Path | None:
     """Write one version for every process of this OS user (and, as root, of all);
     older versions of the corpus in this user's folder are removed. Returns the
     folder, or None when there is no usable shared folder (a warning says why)."""
     key = corpus_key(db, corpus_id)
-    return publish(key, graph, postings) if key is not None else None
+    return publish(key, version, arrays) if key is not None else None
 
 
-def publish(key: str, graph: TokenGraph, postings: "Postings") -> Path | None:
+def publish(key: str, version: int, arrays: Arrays) -> Path | None:
     """``save`` without the database (the key already read): safe in a thread of
     its own, even inside the server, where only the calling thread may use SPI."""
     base = root()
@@ -175,29 +163,16 @@ def publish(key: str, graph: TokenGraph, postings: "Postings") -> Path | None:
         warnings.warn(f"pgrag: {mine} is not a folder only this user can write; graphs are not shared",
                       stacklevel=2)
         return None
-    final = mine / f"{key}-v{graph.version}"
+    final = mine / f"{key}-v{version}"
     if not final.exists():
-        _write(mine, final, graph, postings)
+        _write(mine, final, arrays)
     for old in mine.glob(f"{key}-v*"):
-        if old != final and old.name.rsplit("-v", 1)[-1].isdigit() and int(old.name.rsplit("-v", 1)[-1]) < graph.version:
+        if old != final and old.name.rsplit("-v", 1)[-1].isdigit() and int(old.name.rsplit("-v", 1)[-1]) < version:
             shutil.rmtree(old, ignore_errors=True)   # mapped files stay readable until unmapped
     return final
 
 
-def _write(mine: Path, final: Path, graph: TokenGraph, postings: "Postings") -> None:
-    from .postings import folded
-
-    graph, postings = folded(graph, postings)   # an overlay is shared as the base it folds to
-    w, tf = graph.weights, postings.tf
-    vector_ids, vectors = postings.vectors.merged()
-    if not (w.has_sorted_indices and tf.has_sorted_indices):   # canonical before mapping read-only
-        w, tf = w.sorted_indices(), tf.sorted_indices()
-    arrays = {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
-              "order": graph.index.order, "degree": graph.degree,
-              "w_data": w.data, "w_indices": w.indices, "w_indptr": w.indptr,
-              "chunk_ids": postings.chunk_ids, "tf_data": tf.data, "tf_indices": tf.indices, "tf_indptr": tf.indptr,
-              "lengths": postings.lengths, "documents": postings.documents, "df": postings.df,
-              "vector_ids": vector_ids, "vectors": vectors}
+def _write(mine: Path, final: Path, arrays: Arrays) -> None:
     staging = mine / f".{final.name}.{uuid.uuid4().hex}"
     staging.mkdir(mode=0o755)
     try:

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from . import bulk, nlp
 from .context import CorpusInfo
-from .db import Database
+from .context import QueryRunner
 from .embed import Embedder
 from .families import locked_families
 from .queries import query
@@ -83,7 +83,7 @@ class _Prepared:
 
 
 def ingest(
-    db: Database,
+    db: QueryRunner,
     corpus: CorpusInfo,
     documents: Sequence[DocumentIn],
     *,
@@ -131,7 +131,7 @@ def index_pending(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
                   progress=progress)
 
 
-def _changed(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> list[DocumentIn]:
+def _changed(db: QueryRunner, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> list[DocumentIn]:
     """Documents whose content differs from what is indexed (or that are new)."""
     rows = db.fetchall("document_states", {
         "corpus_id": corpus.corpus_id, "ids": [d.external_id for d in documents]})
@@ -145,7 +145,7 @@ def _is_current(stored_hash: str | None, indexed_hash: str | None, new_hash: str
     return stored_hash == new_hash and indexed_hash == new_hash
 
 
-def _update_metadata(db: Database, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> None:
+def _update_metadata(db: QueryRunner, corpus: CorpusInfo, documents: Sequence[DocumentIn]) -> None:
     with db.transaction() as conn:
         conn.execute(query("update_metadata"), {
             "corpus_id": corpus.corpus_id,
@@ -215,7 +215,7 @@ def prepare(batch: Sequence[DocumentIn], corpus: CorpusInfo, embedder: Embedder,
     return _prepare(batch, corpus, embedder, spacy_model, batch_size, report)
 
 
-def _write(db: Database, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport,
+def _write(db: QueryRunner, corpus: CorpusInfo, prepared: list[_Prepared], report: IngestReport,
            embedder: Embedder) -> None:
     with db.transaction() as conn:
         write_prepared(conn, corpus, prepared, report, embedder=embedder)

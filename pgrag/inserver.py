@@ -121,7 +121,7 @@ def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: 
         raise InputError("method and k must not be NULL")
     ctx = _context(db, corpus)
     hits = methods.run(ctx, method, question, k, _options(options))
-    out: dict[str, Any] = {"hits": [_hit_row(h) for h in hits]}
+    out: dict[str, Any] = {"hits": [h.row() for h in hits]}
     if hits.answer is not None:
         out["answer"] = hits.answer
     if trace:
@@ -158,11 +158,15 @@ def index(db: Any, corpus: str) -> dict[str, Any]:
     settings = Settings.from_env()
     report = index_pending(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
                            batch_size=settings.batch_size, progress=False)
-    # A corpus that follows an application table: its queue, with the worker's code.
+    # A corpus that follows an application table: its queue, then the triples
+    # its attachment asks for, with the code of a client's kb.sync() and worker.
     from . import follow
 
-    batches = follow.process_queue(db, ctx.info, embedder=ctx.embedder, spacy_model=ctx.spacy_model,
-                                   batch_size=settings.batch_size)
+    batches = []
+    for att in follow.attachments(db, corpus):
+        if att.triples == "llm":
+            ctx.llm = _server_llm(db, ctx.id, "an attachment with llm triples")
+        batches = follow.sync(ctx, batch_size=settings.batch_size, attachment=att)
     return {**dataclasses.asdict(report), "queue": [dataclasses.asdict(b) for b in batches]}
 
 
@@ -196,15 +200,18 @@ def extract(db: Any, corpus: str, triples: Any) -> dict[str, Any]:
     if triples not in EXTRACTORS:
         raise InputError(f"triples must be one of {', '.join(EXTRACTORS)}, not {triples!r}")
     ctx = _context(db, corpus)
-    llm = None
-    if triples == "llm":
-        settings, _sources = llm_settings(db)
-        if not settings.configured:
-            raise InputError("the llm extractor needs an LLM: SET pgrag.llm_base_url and pgrag.llm_model "
-                             "(or PGRAG_LLM_* in the server's environment)")
-        llm = _llm(db, ctx.id, settings)
+    llm = _server_llm(db, ctx.id, "the llm extractor") if triples == "llm" else None
     report = extract_triples(ctx, triples, llm=llm, progress=False)
     return _without(dataclasses.asdict(report), llm.settings.api_key if llm else None)
+
+
+def _server_llm(db: Any, corpus_id: int, needed_by: str) -> Any:
+    """The server's configured LLM client, or a clear error naming what needs it."""
+    settings, _sources = llm_settings(db)
+    if not settings.configured:
+        raise InputError(f"{needed_by} needs an LLM: SET pgrag.llm_base_url and pgrag.llm_model "
+                         "(or PGRAG_LLM_* in the server's environment)")
+    return _llm(db, corpus_id, settings)
 
 
 def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:
@@ -279,7 +286,7 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
         errors = [s.get("error") for s in hits.trace.steps if s.get("error")]
         raise AnswerFailed(f"{method} could not answer with the LLM {settings.model!r}: "
                            f"{errors[0] if errors else 'no answer'}")
-    result = {"answer": hits.answer, "hits": [_hit_row(h) for h in hits], "trace": dataclasses.asdict(hits.trace),
+    result = {"answer": hits.answer, "hits": [h.row() for h in hits], "trace": dataclasses.asdict(hits.trace),
               "llm_calls": hits.trace.llm_calls, "prompt_tokens": hits.trace.prompt_tokens,
               "completion_tokens": hits.trace.completion_tokens, "finish": finish}
     return _without(result, settings.api_key)
@@ -309,15 +316,6 @@ def _without(result: dict[str, Any], secret: str | None) -> dict[str, Any]:
         return result
     text = json.dumps(result, default=_json_default)
     return json.loads(text.replace(secret, "***")) if secret in text else result
-
-
-def _hit_row(hit: Any) -> dict[str, Any]:
-    p = hit.provenance
-    return {"rank": hit.rank, "chunk_id": p.chunk_id, "score": hit.score, "document_id": p.document_id,
-            "external_id": p.external_id, "title": p.title, "chunk_ordinal": p.chunk_ordinal,
-            "first_sentence": p.sentences[0].ordinal if p.sentences else None,
-            "last_sentence": p.sentences[-1].ordinal if p.sentences else None,
-            "char_start": p.char_start, "char_end": p.char_end, "text": hit.text, "details": hit.details}
 
 
 def _json_default(value: Any) -> Any:

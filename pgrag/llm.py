@@ -28,7 +28,7 @@ from .exceptions import ConfigError, PgragError
 from .queries import query
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .context import QueryRunner
 
 T = TypeVar("T")
 Message = dict[str, str]
@@ -65,11 +65,9 @@ class LLMSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "LLMSettings":
-        env = {
-            "base_url": os.environ.get("PGRAG_LLM_BASE_URL") or None,
-            "model": os.environ.get("PGRAG_LLM_MODEL") or None,
-            "api_key": os.environ.get("PGRAG_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None,
-        }
+        from .config import llm_environment
+
+        env = llm_environment()
         return cls(**{**env, **{k: v for k, v in overrides.items() if v is not None}})
 
     @property
@@ -111,7 +109,7 @@ class Reply:
 class LLM:
     """A chat client bound to one corpus's cache."""
 
-    db: "Database"
+    db: "QueryRunner"
     corpus_id: int
     settings: LLMSettings
     usage: Usage = field(default_factory=Usage)

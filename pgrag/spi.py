@@ -20,11 +20,12 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
+from . import bulk
 from .queries import query
 
 T = TypeVar("T")
@@ -167,7 +168,8 @@ class SpiDatabase:
 
 
 class SpiConnection:
-    """What ``with db.transaction() as conn`` gives inside the server."""
+    """What ``with db.transaction() as conn`` gives inside the server
+    (``pgrag.context.Connection``)."""
 
     def __init__(self, db: SpiDatabase) -> None:
         self._db = db
@@ -175,6 +177,12 @@ class SpiConnection:
     def execute(self, sql: str, params: dict[str, Any] | None = None, *, binary: bool = False) -> "SpiResult":
         """``binary`` (psycopg's wire format for the results) means nothing to SPI, which gives values."""
         return SpiResult(self._db.execute(sql, params))
+
+    def write_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        bulk.insert_rows(self, table, rows)
+
+    def read_triples(self, name: str, params: dict[str, Any]) -> bulk.Triples:
+        return bulk.array_triples(self, name, params)
 
 
 class SpiResult:

@@ -85,27 +85,14 @@ def run(conn: Any, script: str) -> int:
 _CREATE_TABLE = re.compile(r"^CREATE\s+(?:UNLOGGED\s+)?TABLE\s", re.IGNORECASE)
 
 
+def creates_table(statement: str) -> bool:
+    """Whether the statement (after its leading comments) is a CREATE TABLE."""
+    return bool(_CREATE_TABLE.match(_code(statement)))
+
+
 def _code(statement: str) -> str:
     """The statement without its leading comment lines."""
     lines = statement.splitlines()
     while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
         lines.pop(0)
     return "\n".join(lines).lstrip()
-
-
-def run_migration(conn: Any, script: str) -> int:
-    """Run a migration's SQL file. On a database distributed by Citus (``pgrag
-    db distribute``) each ``CREATE TABLE`` runs without DDL propagation, so that
-    its inline foreign keys to distributed tables are accepted, and the new table
-    is distributed right after it (pgrag.distribute re-creates those foreign keys
-    on the shards); every other statement runs as on a single PostgreSQL."""
-    from . import distribute
-
-    distributed = distribute.is_distributed(conn)
-    parts = statements(script)
-    for statement in parts:
-        if distributed and _CREATE_TABLE.match(_code(statement)):
-            distribute.create_table(conn, statement)
-        else:
-            conn.execute(statement)
-    return len(parts)

@@ -20,9 +20,9 @@ from pathlib import Path
 import psycopg
 
 import pgrag
-from pgrag.evaluate import prepare_corpus
+from pgrag.bench.evaluate import prepare_corpus
 from pgrag.llm import LLMSettings
-from pgrag.metrics import percentile
+from pgrag.bench.metrics import percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.fake_llm import FakeLLM  # noqa: E402  (the scripted server of the tests)

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pgrag  # noqa: E402
 from pgrag import distribute, server  # noqa: E402
-from pgrag.bench import load_benchmark  # noqa: E402
-from pgrag.evaluate import load_questions, prepare_corpus  # noqa: E402
+from pgrag.bench.timing import load_benchmark  # noqa: E402
+from pgrag.bench.evaluate import load_questions, prepare_corpus  # noqa: E402
 from tests.citus.cluster import LocalCitusCluster  # noqa: E402
 from tests.citus.conftest import CORPORA  # noqa: E402
 

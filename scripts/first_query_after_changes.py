@@ -1,6 +1,6 @@
 """The first TIGRAG query after each of N small changes to a `bench scale`
 corpus, against its steady p50: `bench scale`'s own probe
-(pgrag.scale.after_changes), repeated more often than the harness does.
+(pgrag.bench.scale.after_changes), repeated more often than the harness does.
 
     python scripts/first_query_after_changes.py --dsn postgresql://... --database pgrag_scale_c \\
         --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl \\
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pgrag
-from pgrag import scale
-from pgrag.evaluate import load_questions
+from pgrag.bench import scale
+from pgrag.bench.evaluate import load_questions
 
 
 def main() -> None:

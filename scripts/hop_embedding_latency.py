@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pgrag  # noqa: E402
-from pgrag.evaluate import corpus_name_for, load_questions  # noqa: E402
-from pgrag.metrics import percentile  # noqa: E402
+from pgrag.bench.evaluate import corpus_name_for, load_questions  # noqa: E402
+from pgrag.bench.metrics import percentile  # noqa: E402
 
 BENCH = ROOT.parent / "shared" / "bench" / "2wiki"
 VARIANTS: dict[str, tuple[str, dict]] = {

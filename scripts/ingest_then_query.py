@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pgrag
-from pgrag.evaluate import load_questions, prepare_corpus
+from pgrag.bench.evaluate import load_questions, prepare_corpus
 from pgrag.sources import load_path
 
 

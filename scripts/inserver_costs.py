@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 
 import pgrag
-from pgrag.evaluate import prepare_corpus
+from pgrag.bench.evaluate import prepare_corpus
 
 QUESTION = "When did Lothair II's mother die?"
 DATA = Path(pgrag.__file__).parent / "data" / "sample_corpus.json"

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pgrag
-from pgrag.evaluate import corpus_name_for
+from pgrag.bench.evaluate import corpus_name_for
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import pgrag
-from pgrag import scale
+from pgrag.bench import scale
 from pgrag.postings import ranking_index
 
 

@@ -21,7 +21,7 @@ from pgvector.psycopg import register_vector
 
 import pgrag
 from pgrag import bulk
-from pgrag.evaluate import corpus_name_for
+from pgrag.bench.evaluate import corpus_name_for
 
 COLUMNS = [name for name, _ in bulk.TABLES["semantic_node"]]
 BEFORE = f"COPY pgrag.semantic_node ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"

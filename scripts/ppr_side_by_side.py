@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pgrag
-from pgrag import scale
-from pgrag.evaluate import load_questions
+from pgrag.bench import scale
+from pgrag.bench.evaluate import load_questions
 from pgrag.graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes, widened
 from pgrag.postings import ranking_index
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pgrag
 from pgrag import graph as pgraph
-from pgrag import scale
-from pgrag.evaluate import load_questions
+from pgrag.bench import scale
+from pgrag.bench.evaluate import load_questions
 from pgrag.postings import ranking_index
 
 KINDS = ("sweep", "spread", "gather")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pgrag
-from pgrag.evaluate import corpus_name_for
+from pgrag.bench.evaluate import corpus_name_for
 from pgrag.methods import threadrag
 from pgrag.postings import ranking_index
 from pgrag.queries import query

@@ -71,7 +71,7 @@ def grow_from(admin_uri: str, previous: tuple[str, Path], name: str, subset: Pat
     name of the larger subset: only the added documents are then ingested (the
     rest are skipped by content hash), as when a live corpus grows. Costs half
     the ingest time of building every size from scratch on a shared 2-core box."""
-    from pgrag.evaluate import corpus_name_for
+    from pgrag.bench.evaluate import corpus_name_for
 
     old_db, old_file = previous
     with psycopg.connect(admin_uri, autocommit=True) as conn:
@@ -145,8 +145,8 @@ def main() -> None:
 
     import pgrag
     from pgrag import server
-    from pgrag.bench import query_benchmark
-    from pgrag.db import open_database
+    from pgrag.bench.timing import query_benchmark
+    from pgrag.database import open_database
     from pgrag.sources import load_path
 
     admin = server.start(pgrag.Settings.from_env().data_dir)

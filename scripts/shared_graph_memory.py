@@ -22,7 +22,7 @@ from pathlib import Path
 
 CHILD = """
 import json, sys, time, pgrag
-from pgrag.evaluate import prepare_corpus
+from pgrag.bench.evaluate import prepare_corpus
 from pathlib import Path
 db = pgrag.connect()
 kb, _ = prepare_corpus(db, Path(sys.argv[1]), progress=False)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 import pgrag  # noqa: E402
 from pgrag import graph, postings  # noqa: E402
-from pgrag.evaluate import corpus_name_for, load_questions  # noqa: E402
-from pgrag.metrics import recall_at_k  # noqa: E402
+from pgrag.bench.evaluate import corpus_name_for, load_questions  # noqa: E402
+from pgrag.bench.metrics import recall_at_k  # noqa: E402
 
 BENCH = ROOT.parent / "shared" / "bench" / "2wiki"
 

@@ -331,6 +331,20 @@ BEGIN
 END
 $$;
 
+-- The sentences of one hit's span (its chunk's first to last sentence): their
+-- ordinals and offsets into the body, as three arrays in one row, so that a hit
+-- and its sentences come back in one statement (named queries hits, dense_hits).
+CREATE OR REPLACE FUNCTION pgrag.hit_sentences(p_corpus bigint, p_document bigint, p_first integer, p_last integer,
+                                               OUT ordinals integer[], OUT starts integer[], OUT ends integer[])
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT array_agg(s.ordinal ORDER BY s.ordinal), array_agg(s.char_start ORDER BY s.ordinal),
+           array_agg(s.char_end ORDER BY s.ordinal)
+    FROM pgrag.sentence s
+    WHERE s.corpus_id = p_corpus AND s.document_id = p_document AND s.ordinal BETWEEN p_first AND p_last
+$$;
+
 -- A ranked hit list with its provenance: chunk -> document, offsets into the body.
 CREATE OR REPLACE FUNCTION pgrag.hits(p_corpus bigint, p_chunks bigint[], p_scores float8[])
 RETURNS SETOF pgrag.hit

@@ -155,6 +155,14 @@ SELECT * FROM pgrag.bm25(%(corpus)s, %(query)s, %(k)s);
 -- Cosine top-k chunks with provenance.
 SELECT * FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s);
 
+-- name: dense_hits
+-- pgrag.dense's hits, each with its sentences (as the hits query).
+SELECT h.*, s.ordinals, s.starts, s.ends
+FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s) h
+CROSS JOIN LATERAL pgrag.hit_sentences(pgrag.corpus_id(%(corpus)s), h.document_id, h.first_sentence,
+                                       h.last_sentence) s
+ORDER BY h.rank;
+
 -- name: hybrid
 -- BM25 + dense fused by reciprocal rank fusion, top-k chunks with provenance.
 SELECT * FROM pgrag.hybrid(%(corpus)s, %(query)s, %(embedding)s, %(k)s, %(depth)s, %(rrf_k)s);
@@ -166,15 +174,6 @@ SELECT pgrag.tokenize(%(text)s);
 -- name: tokenize_many
 -- The token pipeline for several texts in one round trip, in their order.
 SELECT pgrag.tokenize(u.t) FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i;
-
--- name: chunk_sentences_many
--- Sentences (ordinal, offsets) of several chunks, for provenance.
-SELECT c.chunk_id, s.ordinal, s.char_start, s.char_end
-FROM pgrag.chunk c
-JOIN pgrag.sentence s ON s.corpus_id = c.corpus_id AND s.document_id = c.document_id
-     AND s.ordinal BETWEEN c.first_sentence AND c.last_sentence
-WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[])
-ORDER BY c.chunk_id, s.ordinal;
 
 -- name: graph_version
 -- The corpus's graph version (bumped on every edge change).
@@ -215,8 +214,12 @@ FROM pgrag.chunk c JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.docu
 WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s);
 
 -- name: hits
--- Hits with provenance for given chunks and scores, in the given order.
-SELECT * FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s);
+-- Hits with provenance for given chunks and scores, in the given order, each with
+-- its sentences (pgrag.hit's columns, then ordinals, starts, ends: results.Hit.from_row).
+SELECT h.*, s.ordinals, s.starts, s.ends
+FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s) h
+CROSS JOIN LATERAL pgrag.hit_sentences(%(corpus_id)s, h.document_id, h.first_sentence, h.last_sentence) s
+ORDER BY h.rank;
 
 -- name: ppr
 -- Personalized PageRank over the token graph, in pure SQL (pgrag.ppr uses scipy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from alembic import op
 
-from pgrag import sqlscript
+from pgrag import distribute
 
 revision = "0005"
 down_revision = "0004"
@@ -16,13 +16,13 @@ branch_labels = None
 depends_on = None
 
 # Each revision runs exactly one plain-SQL file of the same name, statement by
-# statement (pgrag.sqlscript.run_migration: Citus needs it) and without bind
+# statement (pgrag.distribute.run_migration: Citus needs it) and without bind
 # parameters so that % and : in function bodies stay as written.
 SQL_FILE = Path(__file__).resolve().parent.parent / "sql" / "0005_plpython.sql"
 
 
 def upgrade() -> None:
-    sqlscript.run_migration(op.get_bind().connection.driver_connection, SQL_FILE.read_text(encoding="utf-8"))
+    distribute.run_migration(op.get_bind().connection.driver_connection, SQL_FILE.read_text(encoding="utf-8"))
 
 
 def downgrade() -> None:

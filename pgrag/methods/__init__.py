@@ -6,57 +6,26 @@ dataclass whose fields are the method's options, or None for no options) and
 what it needs (triples, an LLM). ``run(ctx, name, question, k, options)`` below
 is the one entry point, used by ``kb.retrieve`` in a client process and by SQL's
 ``pgrag.retrieve`` inside the server. An application or a researcher adds its
-own method with ``register`` and compares it in ``pgrag.evaluate`` like any other.
+own method with ``register`` and compares it in ``pgrag.bench.evaluate`` like any other.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InputError, PgragError, UnknownMethod
+from .spec import MethodSpec, Run
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..results import Hits
 
-Run = Callable[["Context", str, int, Any], "Hits"]   # (ctx, question, k, settings) -> Hits
+__all__ = ["MAIN", "MethodSpec", "Run", "families_for", "get", "names", "needs_triples", "register", "registry",
+           "run", "takes_option", "unregister"]
 
 MAIN = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")   # what the demo and eval run by default
-
-
-@dataclass(frozen=True, kw_only=True)
-class MethodSpec:
-    """One registered method."""
-
-    name: str
-    run: Run
-    settings: Any = None            # default settings (a frozen dataclass instance); None: no options
-    needs_triples: bool = False     # retrieves triples/propositions (the corpus must have them)
-    takes_llm: bool = False         # uses ``ctx.llm`` when there is one
-    answers: bool = False           # returns an answer (``Hits.answer``), not only hits
-    family: str | None = None       # stored data it needs that a corpus keeps only when asked (pgrag.families)
-
-    def options(self) -> list[str]:
-        return [f.name for f in dataclasses.fields(self.settings)] if self.settings is not None else []
-
-    def configure(self, options: Mapping[str, Any]) -> Any:
-        """The settings with ``options`` applied; a clear error for a bad one."""
-        if not options:
-            return self.settings
-        if self.settings is None:
-            raise PgragError(f"method {self.name!r} does not take option(s) {', '.join(options)} (it takes none)")
-        unknown = [k for k in options if k not in self.options()]
-        if unknown:
-            raise PgragError(f"method {self.name!r} does not take option(s) {', '.join(unknown)} "
-                             f"(settings: {', '.join(self.options())})")
-        try:
-            return dataclasses.replace(self.settings, **options)
-        except (TypeError, ValueError) as exc:
-            raise PgragError(f"bad {self.name} option: {exc} (settings: {', '.join(self.options())})") from exc
 
 
 _registered: dict[str, MethodSpec] = {}
@@ -102,6 +71,13 @@ def takes_option(name: str, option: str) -> bool:
     """Whether method ``name`` accepts ``option`` (``llm`` for the LLM-driven ones)."""
     spec = get(name)
     return spec.takes_llm if option == "llm" else option in spec.options()
+
+
+def families_for(method_names: "Iterable[str]") -> list[str]:
+    """The method families (``pgrag.families``) the given methods need, in order
+    (methods needing none add none)."""
+    needed = (get(name).family for name in method_names)
+    return list(dict.fromkeys(f for f in needed if f is not None))
 
 
 def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:

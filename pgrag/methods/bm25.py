@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..postings import B, K1, ranking_index
 from ..results import Hits, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from .. import prompts
 from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..postings import ranking_index
 from ..results import Hits, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -23,7 +23,7 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     t0 = time.perf_counter()
     nearest = ranking_index(ctx.db, ctx.id).postings.nearest([vector], k)
     if nearest is None:
-        rows = ctx.db.fetchall("dense", {"corpus": ctx.name, "embedding": vector, "k": k})
+        rows = ctx.db.fetchall("dense_hits", {"corpus": ctx.name, "embedding": vector, "k": k})
         trace.time("search", t0)
         trace.step("dense", model=ctx.info.embedding_model, k=k, search="hnsw", candidates=len(rows))
         return Hits(ctx.hits_from_rows(rows), trace)

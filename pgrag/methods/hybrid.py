@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..postings import ranking_index
 from ..results import Hits, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 from .bm25 import ranking as bm25_ranking
 
 if TYPE_CHECKING:

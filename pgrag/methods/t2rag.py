@@ -46,7 +46,7 @@ from .. import prompts
 from ..exceptions import PgragError
 from ..llm import LLMError, short_answer
 from ..results import Hit, Hits, Proposition, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context

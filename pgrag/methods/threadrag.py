@@ -64,7 +64,7 @@ from ..llm import LLMError, short_answer
 from ..postings import RankingIndex, ranking_index
 from ..results import Hits, Trace
 from ..semantic import as_array
-from . import MethodSpec
+from .spec import MethodSpec
 from .hybrid import fuse
 
 if TYPE_CHECKING:

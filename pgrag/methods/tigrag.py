@@ -40,7 +40,7 @@ from ..nlp import NAME_LABELS
 from ..graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
 from ..postings import Postings, ranking_index
 from ..results import Hits, Trace
-from . import MethodSpec
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context

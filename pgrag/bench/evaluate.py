@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from . import methods as method_registry
-from .exceptions import InputError
+from .. import methods as method_registry
+from ..exceptions import InputError
 from .metrics import distinct_documents, exact_match, f1_score, percentile, recall_at_k
-from .queries import query
-from .sources import load_path
+from ..queries import query
+from ..sources import load_path
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
-    from .db import Database
-    from .llm import LLM
+    from ..corpus import Corpus
+    from ..database import Database
+    from ..llm import LLM
 
 DEFAULT_KS = (2, 5)
 
@@ -86,7 +86,7 @@ class Report:
     depth: int
     methods: dict[str, MethodResult] = field(default_factory=dict)
     per_question: list[dict[str, Any]] = field(default_factory=list)
-    reader: str | None = None           # "oracle" when the LLM was the oracle reader (pgrag.oracle)
+    reader: str | None = None           # "oracle" when the LLM was the oracle reader (pgrag.bench.oracle)
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready data; the documented keys stay stable."""

@@ -60,7 +60,7 @@ def loop_table(report: dict[str, Any]) -> str:
                  _fmt(m["llm_calls"] / n, 2), _fmt(m.get("resolved"))]
         lines.append("| " + " | ".join(cells) + " |")
     if report.get("failures"):
-        lines += ["", "Where the failed questions lost their evidence (pgrag.oracle.diagnose):", ""]
+        lines += ["", "Where the failed questions lost their evidence (pgrag.bench.oracle.diagnose):", ""]
         lines += [f"- {name}: " + ", ".join(f"{label} {count}" for label, count in labels.items())
                   for name, labels in report["failures"].items()]
     return "\n".join(lines)
@@ -68,7 +68,7 @@ def loop_table(report: dict[str, Any]) -> str:
 
 def markdown_report(report: dict[str, Any]) -> str:
     c = report["corpus"]
-    reader = ("\n\nReader: the oracle (pgrag.oracle), which answers each prompt from the question's gold "
+    reader = ("\n\nReader: the oracle (pgrag.bench.oracle), which answers each prompt from the question's gold "
               "evidence and the prompt's own text: an upper bound under ideal reasoning, not a model's figures."
               if report.get("reader") == "oracle" else "")
     loops = loop_table(report)

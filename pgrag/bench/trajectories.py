@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import prompts
+from .. import prompts
 from .metrics import exact_match
-from .results import Hits
+from ..results import Hits
 
 if TYPE_CHECKING:
-    from .corpus import Corpus
+    from ..corpus import Corpus
     from .evaluate import Question
-    from .llm import LLM
+    from ..llm import LLM
 
 
 def trajectory_lines(question_id: str, question: str, hits: Hits,

@@ -18,11 +18,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import methods
-from .db import Database
-from .exceptions import PgragError
+from .. import methods
+from ..database import Database
+from ..exceptions import PgragError
 from .metrics import percentile
-from .sources import load_path
+from ..sources import load_path
 
 
 def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = None,
@@ -103,7 +103,7 @@ def time_methods(db: Database, kb: Any, questions: Sequence[str], method_names: 
     """The timing loop of ``query_benchmark`` over an open corpus ``kb``."""
     import psycopg
 
-    from .queries import query
+    from ..queries import query
 
     names = list(dict.fromkeys(["dense", *method_names]))
     homes = ["python", "sql"] if via == "both" else [via]
@@ -163,9 +163,9 @@ def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, li
     """The token graph's costs: building the CSR matrix from the database, and
     PPR in scipy against PPR in SQL (``pgrag.ppr``) on the seeds of the first
     ``limit`` questions, with whether their top-γ tokens agree."""
-    from . import graph
+    from .. import graph
     from .evaluate import load_questions, prepare_corpus
-    from .methods.tigrag import TigragSettings
+    from ..methods.tigrag import TigragSettings
 
     settings = TigragSettings()
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
@@ -265,7 +265,7 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
     """One client: requests back to back until the deadline, each on a pooled
     connection, cycling through (method, question) from its own offset so that
     clients run different methods at the same moment."""
-    from .queries import query
+    from ..queries import query
 
     i = index * 7919  # a prime stride spreads the clients over the mix
     while time.perf_counter() < deadline:
@@ -384,7 +384,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
 def _warm_backends(pool: Any, clients: int, corpus: str, question: str, k: int) -> list[float]:
     """One multi-hop pgrag.retrieve on every pooled connection (all held at once, so
     each is a distinct backend), one after another; their times in ms."""
-    from .queries import query
+    from ..queries import query
 
     conns = [pool.getconn() for _ in range(clients)]
     times = []
@@ -402,7 +402,7 @@ def _warm_backends(pool: Any, clients: int, corpus: str, question: str, k: int) 
 def _python_worker(dsn: str, corpus: str, questions: list[str], offset: int, seconds: float, k: int,
                    ready: Any, start: Any, out: Any) -> None:
     """One Python client process: multi-hop tigrag by ``kb.retrieve`` until the deadline."""
-    from .db import open_database
+    from ..database import open_database
 
     db = open_database(dsn, migrate=False)
     kb = db.corpus(corpus, create=False)
@@ -467,7 +467,7 @@ def follow_benchmark(db: Database, corpus_file: Path, *, limit: int | None = 100
     import psycopg
     from psycopg import sql
 
-    from . import follow
+    from .. import follow
 
     docs = load_path(corpus_file)[:limit]
     table = sql.Identifier(BENCH_SCHEMA, "articles")
@@ -544,7 +544,7 @@ def _worker_throughput(db: Database, conn: Any, table: Any, names: dict[str, str
                        batch_size: int, progress: bool) -> dict[str, Any]:
     from psycopg import sql
 
-    from . import follow
+    from .. import follow
 
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     conn.execute(sql.SQL("CREATE TABLE {} (id text PRIMARY KEY, title text, body text)").format(table))
@@ -570,7 +570,7 @@ def _worker_throughput(db: Database, conn: Any, table: Any, names: dict[str, str
             kb = db.corpus(name, create=False)
             kb.embedder
             t0 = time.perf_counter()
-            reports = follow.sync(kb, batch_size=batch_size)
+            reports = kb.sync(batch_size=batch_size)
             assert sum(r.indexed for r in reports) == len(docs), "the worker did not index every row"
             model[kind].append(sum(r.ingest.embedding_seconds + r.ingest.nlp_seconds for r in reports if r.ingest))
         runs[kind].append(time.perf_counter() - t0)

@@ -57,12 +57,12 @@ import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from . import prompts
-from .exceptions import InputError, PgragError
+from .. import prompts
+from ..exceptions import InputError, PgragError
+from .chat_server import ChatServer, Status
 
 REFUSAL = {"cirag_answer": "Unanswerable", "t2rag_answer": "unknown", "t2rag_answer_forced": "unknown",
            "threadrag_answer": "unknown"}
@@ -477,77 +477,39 @@ def model_name() -> str:
     return "pgrag-oracle-" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
-class OracleServer:
+class OracleServer(ChatServer):
     """The oracle over HTTP on 127.0.0.1, speaking the OpenAI chat-completions
-    protocol; use as a context manager. Prompt and completion "tokens" are words."""
+    protocol (``pgrag.bench.chat_server``); use as a context manager."""
 
     def __init__(self, golds: Sequence[Gold], *, model: str | None = None) -> None:
         self.oracle = Oracle(golds)
+        self.errors: list[str] = []
         # One model name per server: replies are never served from an earlier
         # run's cache, so the oracle's log sees every prompt (``forget`` drops them).
-        self.model = model or f"{model_name()}-{secrets.token_hex(4)}"
-        self.errors: list[str] = []
-        server = self
+        super().__init__(self._reply, model=model or f"{model_name()}-{secrets.token_hex(4)}")
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                messages = body.get("messages") or []
-                try:
-                    text = server.oracle.answer(messages)
-                except PgragError as exc:
-                    server.errors.append(f"{type(exc).__name__}: {exc}")
-                    self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
-                    return
-                prompt = sum(len(m.get("content", "").split()) for m in messages)
-                completion = len(text.split())
-                self._send(200, {
-                    "id": "chatcmpl-oracle", "object": "chat.completion", "created": 0, "model": server.model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                              "total_tokens": prompt + completion}})
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+    def _reply(self, body: dict[str, Any]) -> str | Status:
+        try:
+            return self.oracle.answer(body.get("messages") or [])
+        except PgragError as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return Status(400, str(exc), "invalid_request_error")
 
     def settings(self) -> Any:
-        from .llm import LLMSettings
+        from ..llm import LLMSettings
 
         return LLMSettings(base_url=self.base_url, model=self.model, api_key="oracle", max_retries=0)
 
     def forget(self, db: Any, corpus_id: int) -> None:
         """Delete this server's replies from a corpus's LLM cache."""
-        from .queries import query
+        from ..queries import query
 
         with db.transaction() as conn:
             conn.execute(query("llm_cache_forget_model"), {"corpus_id": corpus_id, "model": self.model})
 
     def __enter__(self) -> "OracleServer":
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 # -- where a loop lost the hop ---------------------------------------------------------

@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .exceptions import PgragError
+from .. import config
+from ..exceptions import PgragError
 from .metrics import percentile
 
 DEFAULT_METHODS = ("dense", "bm25", "hybrid", "tigrag", "threadrag")
@@ -138,13 +139,13 @@ def _one(conn: Any, statement: Any) -> Any:
 def graph_cache(db: Any, corpus_id: int) -> dict[str, Any]:
     """The ranking index's costs: a full read from the database, writing the
     shared files, mapping them, and the bytes of each part."""
-    from . import graph_files, postings
-    from .graph import clear_cache
+    from .. import graph_files, postings
+    from ..graph import clear_cache
 
     postings.clear_cache()
     clear_cache()
     read_ms, (graph, index) = _ms(lambda: postings._from_database(db, corpus_id, 5))
-    write_ms, folder = _ms(lambda: graph_files.save(db, corpus_id, graph, index))
+    write_ms, folder = _ms(lambda: graph_files.save(db, corpus_id, graph.version, postings.shared_arrays(graph, index)))
     map_ms, mapped = _ms(lambda: graph_files.load(db, corpus_id, graph.version))
     w = graph.weights
     graph_bytes = int(sum(a.nbytes for a in (w.data, w.indices, w.indptr, graph.token_ids, graph.degree,
@@ -162,9 +163,9 @@ def ppr_times(ctx: Any, questions: Sequence[str], gamma: int = 20) -> dict[str, 
     are the same set; the mean share of the exact top-γ that push's holds; and,
     what the rerank sees, the mean share of TIGRAG's exact ρ pool (and of its top
     10 by ρ) that the pool from push's top-γ holds (default settings)."""
-    from .graph import personalized_pagerank, push_pagerank
-    from .methods.tigrag import TigragSettings
-    from .postings import ranking_index
+    from ..graph import personalized_pagerank, push_pagerank
+    from ..methods.tigrag import TigragSettings
+    from ..postings import ranking_index
 
     settings = TigragSettings()
     graph, index, _ = ranking_index(ctx.db, ctx.id)
@@ -193,7 +194,7 @@ def _share(approximate: Collection[int], exact: Collection[int]) -> float:
 
 def _pool(index: Any, scores: Any, seeds: list[int], gamma: int, settings: Any) -> tuple[set[int], list[int]]:
     """The top-γ nodes of ``scores`` and the chunk ids of TIGRAG's pool they give, highest ρ first."""
-    from .methods.tigrag import expansion
+    from ..methods.tigrag import expansion
 
     nodes, weights = expansion(scores, gamma)
     rows = index.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool)
@@ -207,7 +208,7 @@ def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) 
     """p50/p95 of each plain SQL function on the questions (named queries of
     sql/queries.sql; hybrid with the method's depth and RRF constant). The
     first question's call of each is not counted (it warms the caches)."""
-    from .methods.hybrid import DEPTH, RRF_K
+    from ..methods.hybrid import DEPTH, RRF_K
 
     vectors = kb.context(False).encode(list(questions))
     out: dict[str, Any] = {}
@@ -253,7 +254,7 @@ kb = db.corpus(sys.argv[2], create=False)
 from pgrag import methods
 methods.registry()
 ctx = kb.context(False)
-ctx.hits_from_rows(db.fetchall("dense", {"corpus": kb.name, "embedding": ctx.encode(["warm up"])[0], "k": 1}))
+ctx.hits_from_rows(db.fetchall("dense_hits", {"corpus": kb.name, "embedding": ctx.encode(["warm up"])[0], "k": 1}))
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):
@@ -273,7 +274,7 @@ def second_process(dsn: str, corpus: str, question: str) -> dict[str, Any]:
     it adds to the machine (its anonymous memory; the mapped pages are the page
     cache's one copy)."""
     done = subprocess.run([sys.executable, "-c", CHILD, dsn, corpus, question],
-                          capture_output=True, text=True, env=os.environ.copy())
+                          capture_output=True, text=True, env=config.process_environment())
     if done.returncode != 0:
         # One probe failing must not throw away a run that took an hour to grow: say why in the report.
         return {"error": (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]}
@@ -290,7 +291,7 @@ def _ingest(kb: Any, docs: list[dict[str, Any]], progress: bool) -> dict[str, An
 def measure(db: Any, kb: Any, questions: Sequence[str], method_names: Sequence[str], *, via: str,
             progress: bool) -> dict[str, Any]:
     """Everything measured at one size (see the module's docstring)."""
-    from .bench import rss_mb, time_methods
+    from .timing import rss_mb, time_methods
 
     stats = next(c for c in db.corpora() if c["name"] == kb.name)
     point: dict[str, Any] = {"documents": stats["documents"], "chunks": stats["chunks"],
@@ -339,7 +340,7 @@ def scale_benchmark(admin_dsn: str, corpus_file: Path, questions_file: Path, fac
     has (sizes below it are skipped; the ingest of the copies already there is
     not in this run's figures)."""
     from .evaluate import load_questions
-    from .sources import load_path
+    from ..sources import load_path
 
     if not factors or list(factors) != sorted(set(factors)) or factors[0] < 1:
         raise PgragError("factors must be distinct, ascending and at least 1, e.g. 1,10")
@@ -350,26 +351,21 @@ def scale_benchmark(admin_dsn: str, corpus_file: Path, questions_file: Path, fac
     if not questions:
         raise PgragError(f"{questions_file}: no questions")
     dsn = _database(admin_dsn, database, replace, resume)
-    before = os.environ.get("PGRAG_GRAPH_DIR")
     # This run's shared files only, so that the second process maps what this one wrote.
     graph_dir = tempfile.mkdtemp(prefix="pgrag-scale-graphs-")
-    os.environ["PGRAG_GRAPH_DIR"] = graph_dir
     try:
-        return _grow(dsn, base, questions, factors, embeddings, method_names, via, progress, on_point,
-                     {"corpus_file": str(corpus_file)})
+        with config.environment(config.process_environment(PGRAG_GRAPH_DIR=graph_dir)):
+            return _grow(dsn, base, questions, factors, embeddings, method_names, via, progress, on_point,
+                         {"corpus_file": str(corpus_file)})
     finally:
         shutil.rmtree(graph_dir, ignore_errors=True)
-        if before is None:
-            os.environ.pop("PGRAG_GRAPH_DIR", None)
-        else:
-            os.environ["PGRAG_GRAPH_DIR"] = before
 
 
 def _grow(dsn: str, base: list[dict[str, Any]], questions: list[str], factors: Sequence[int], embeddings: str,
           method_names: Sequence[str], via: str, progress: bool,
           on_point: Callable[[dict[str, Any]], None] | None, facts: dict[str, Any]) -> dict[str, Any]:
-    from .config import DEFAULT_EMBEDDING_MODEL
-    from .db import open_database
+    from ..config import DEFAULT_EMBEDDING_MODEL
+    from ..database import open_database
 
     db = open_database(dsn)
     model = "random-384" if embeddings == "random" else DEFAULT_EMBEDDING_MODEL

@@ -1,0 +1,119 @@
+"""The schema: migrations to head, the SQL functions, and the in-server runtime.
+
+``upgrade`` runs the Alembic migrations (``migrations/``), then re-applies the
+SQL function files (``sql/functions.sql``, ``sql/follow.sql``) and the in-server
+runtime (PL/Python where the server has it, else stand-ins that say what to do).
+A role that cannot migrate gets ``check_schema`` instead: a clear
+``SchemaOutdated`` unless the schema is already at head.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+
+from . import distribute as citus
+from . import exceptions as exc
+from . import sqlscript
+from .db import Connector, translated
+from .queries import query
+from .resources import resource_dir, sql_file
+
+MIN_SERVER_VERSION = 170000  # pg_c_utf8 collation (token pipeline) needs PostgreSQL 17
+MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
+
+
+def check_server(db: Connector) -> None:
+    """Fail early, with a clear message, on a server pgrag cannot use."""
+    version, encoding, vector = db.fetch_row("server_facts")
+    if not vector:
+        raise exc.ExtensionMissing(
+            "the pgvector extension ('vector') is not available on this PostgreSQL server; "
+            "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
+    if int(version) < MIN_SERVER_VERSION:
+        raise exc.UnsupportedServer(
+            f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 17 or newer "
+            "(its token pipeline uses the builtin pg_c_utf8 collation)")
+    if encoding != "UTF8":
+        raise exc.UnsupportedServer(f"database encoding is {encoding}; pgrag needs a UTF8 database")
+
+
+def _alembic() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resource_dir("migrations")))
+    return cfg
+
+
+def upgrade(db: Connector) -> None:
+    """Bring the schema to head (idempotent; safe to run concurrently), then
+    re-apply the SQL function definitions."""
+    check_server(db)
+    cfg = _alembic()
+    with translated(), db.engine.begin() as sa_conn:
+        raw = sa_conn.connection.driver_connection
+        assert isinstance(raw, psycopg.Connection)
+        raw.execute(query("migration_lock"), {"key": MIGRATION_LOCK})
+        # On Citus (after `pgrag db distribute`) the same migrations run, then
+        # tables they added are distributed like the others (pgrag.distribute).
+        distributed = citus.is_distributed(raw)
+        if distributed:
+            citus.prepare(raw)
+        cfg.attributes["connection"] = sa_conn
+        command.upgrade(cfg, "head")
+        sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
+        sqlscript.run(raw, sql_file("follow.sql"))
+        _install_runtime(raw)
+        if distributed:
+            citus.after_upgrade(raw)
+    db.reset()
+
+
+def runtime(db: Connector) -> tuple[str | None, list[str]]:
+    """The in-server runtime's language ('plpython3u', or None where the server has
+    none) and the paths its pgrag is imported from (see sql/runtime_plpython.sql)."""
+    language, path = db.fetch_row("runtime_facts")
+    return language, list(path or [])
+
+
+def can_migrate(db: Connector) -> bool:
+    """Whether the connected role may run migrations: it owns schema pgrag
+    (or there is none yet, so it would create it)."""
+    _exists, may = db.fetch_row("schema_access")
+    return bool(may)
+
+
+def check_schema(db: Connector) -> None:
+    """Raise ``SchemaOutdated`` unless the schema is at this pgrag's head
+    revision (the check for roles that read but cannot migrate)."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic()).get_current_head()
+    exists, _may = db.fetch_row("schema_access")
+    current = db.fetchone("schema_revision") if exists else None
+    if current is None or current[0] != head:
+        found = f"at revision {current[0]}" if current else "missing"
+        raise exc.SchemaOutdated(
+            f"the pgrag schema is {found}, this pgrag needs {head}: "
+            "run `pgrag db upgrade` as the role that owns schema pgrag")
+
+
+def _install_runtime(conn: Any) -> None:
+    """The in-server runtime (PL/Python) where the server has it and this role may
+    create it, else the stand-ins that say what to do; then the SQL entry points."""
+    from .config import server_python_path
+
+    installed = False
+    if conn.execute(query("has_plpython")).fetchone() == (True,):
+        try:
+            with conn.transaction():   # a savepoint: a refusal leaves the rest of the upgrade intact
+                sqlscript.run(conn, sql_file("runtime_plpython.sql"))
+                conn.execute(query("record_python_path"), {"paths": server_python_path()})
+            installed = True
+        except psycopg.errors.InsufficientPrivilege:
+            installed = False   # plpython3u is untrusted: only a superuser creates its functions
+    if not installed:
+        sqlscript.run(conn, sql_file("runtime_missing.sql"))
+    sqlscript.run(conn, sql_file("inserver.sql"))
