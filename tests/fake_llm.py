@@ -16,15 +16,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pgrag.bench.chat_server import ChatServer, Status
 
-@dataclass(frozen=True)
-class Status:
-    code: int
-    message: str = "scripted error"
+__all__ = ["FakeLLM", "RecordingProxy", "Script", "Status", "replies"]
 
 
 Script = Callable[[dict[str, Any]], "str | Status"]
@@ -40,64 +37,20 @@ def replies(*answers: "str | Status") -> Script:
     return script
 
 
-class FakeLLM:
+class FakeLLM(ChatServer):
+    """pgrag's scripted chat server (``pgrag.bench.chat_server``) under its test name:
+    ``script`` answers each request; ``requests`` holds every body received."""
+
     def __init__(self, script: Script, *, model: str = "fake-model") -> None:
-        self.script = script
-        self.model = model
-        self.requests: list[dict[str, Any]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                fake.requests.append(body)
-                if body.get("model") != fake.model:
-                    self._send(404, {"error": {"message": f"model {body.get('model')} not found",
-                                               "type": "invalid_request_error", "code": "model_not_found"}})
-                    return
-                answer = fake.script(body)
-                if isinstance(answer, Status):
-                    self._send(answer.code, {"error": {"message": answer.message, "type": "server_error"}})
-                    return
-                prompt = sum(len(m.get("content", "").split()) for m in body.get("messages", []))
-                completion = len(answer.split())
-                self._send(200, {
-                    "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": 0,
-                    "model": fake.model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": answer}}],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                              "total_tokens": prompt + completion},
-                })
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(script, model=model)
 
     @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+    def script(self) -> Script:
+        return self.reply
 
     def __enter__(self) -> "FakeLLM":
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 class RecordingProxy:

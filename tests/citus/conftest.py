@@ -1,7 +1,8 @@
 """The Citus tier: a real coordinator and 2 workers (tests/citus/cluster.py),
 started once per session from embedded data directories and stopped at
 teardown, even when tests fail. Skips, with the reason, where Citus's source is
-not beside the checkout (../shared/vendor) or `make citus` has not built it."""
+not beside the checkout (../shared/vendor) or `make citus` has not built it; fails
+instead under PGRAG_TEST_REQUIRE=citus, as CI runs it (.ci/run)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import WIKI, scratch_database
+from tests.conftest import WIKI, scratch_database, skip_unless_required
 
 from .cluster import LocalCitusCluster, citus_installed
 
@@ -43,7 +44,7 @@ def _skip_reason() -> str | None:
 def citus_cluster() -> Iterator[LocalCitusCluster]:
     reason = _skip_reason()
     if reason:
-        pytest.skip(reason)
+        skip_unless_required("citus", reason)
     root = Path(tempfile.mkdtemp(prefix="pgrag-citus-"))
     cluster = LocalCitusCluster(root, workers=2)
     try:

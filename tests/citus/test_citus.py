@@ -252,7 +252,6 @@ HOT = {  # queries.sql statements that the methods run per question, with values
     "token_df_of": lambda kb, ids: {"corpus_id": kb.id, "token_ids": [1, 2, 3]},
     "chunk_entities": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "chunk_texts": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
-    "chunk_sentences_many": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids},
     "graph_tokens": lambda kb, ids: {"corpus_id": kb.id},
     "graph_version": lambda kb, ids: {"corpus_id": kb.id},
     "threadrag_nodes": lambda kb, ids: {"corpus_id": kb.id, "document_ids": [1, 2], "labels": ["PERSON"]},

@@ -158,6 +158,10 @@ def test_statement_timeout_bounds_the_llm_wait(uri):
         # Warm the backend first (import, model): a cold start is not the LLM wait being measured.
         c.execute("SELECT pgrag.embed('wiki', 'warm up')")
         c.execute("SET statement_timeout = '1500ms'")
+        # The LLM request's own timeout is cut to what is left of the statement's.
+        [(value, source)] = c.execute("SELECT value, source FROM pgrag.llm_settings() "
+                                      "WHERE setting = 'timeout'").fetchall()
+        assert float(value) <= 1.5 and "bounded by statement_timeout" in source
         t0 = time.perf_counter()
         with pytest.raises(errors.QueryCanceled):
             ask(c, "Who waited for Lothair II?")

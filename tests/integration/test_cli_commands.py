@@ -136,7 +136,7 @@ def test_bench_ingest_and_bench_graph_on_a_small_corpus(database_uri, docs_file,
 
 @pytest.mark.slow  # builds the sample corpus with spaCy triples
 def test_eval_with_extract_and_depth(database_uri, tmp_path):
-    from pgrag.evaluate import load_questions
+    from pgrag.bench.evaluate import load_questions
     from tests.integration.test_eval import CORPUS, QUESTIONS
 
     out = tmp_path / "r.json"

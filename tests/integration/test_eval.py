@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pgrag import evaluate
+from pgrag.bench import evaluate
 from pgrag.cli import main
-from pgrag.report import markdown_table
+from pgrag.bench.report import markdown_table
 
 DATA = Path(str(resources.files("pgrag") / "data"))
 CORPUS = DATA / "sample_corpus.json"

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -67,6 +68,11 @@ def metadata(db: pgrag.Database, corpus_id: int) -> list[tuple]:
                                    (corpus_id,)).fetchall())
 
 
+def server_clock(db: pgrag.Database) -> "datetime":
+    with db.transaction() as conn:
+        return conn.execute("SELECT clock_timestamp()").fetchone()[0]
+
+
 def queue(db: pgrag.Database) -> list[tuple]:
     with db.transaction() as conn:
         return conn.execute("SELECT source_key, op, attempts, parked_at IS NOT NULL, last_error "
@@ -90,6 +96,24 @@ def attach(db: pgrag.Database, corpus: str = "wiki", table: str = "app.articles"
 
 
 # -- the basic flow -------------------------------------------------------------
+
+@pytest.mark.parametrize("home", ["client", "server"])
+def test_an_attachment_with_triples_gets_them_in_both_homes(db, app, home):
+    """kb.sync() in a client and pgrag.index() in the server do the same work:
+    the queue, then the triples the attachment asks for (follow.sync)."""
+    for i in range(3):
+        put(app, "articles", i, 0)
+    attach(db, triples="spacy")
+    kb = db.corpus("wiki", create=False)
+    if home == "client":
+        kb.sync()
+    else:
+        report = app.execute("SELECT pgrag.index('wiki')").fetchone()[0]
+        assert sum(b["indexed"] for b in report["queue"]) == 3, report
+    assert queue(db) == []
+    assert db.fetch_row("has_triples", {"corpus_id": kb.id})[0]
+    assert_equals_rebuild(db, kb, source_docs(app, "articles"), triples=True)
+
 
 def test_attach_queues_existing_rows_and_processing_follows_every_change(db, app):
     put(app, "articles", 1, 0)
@@ -305,21 +329,28 @@ def test_failing_items_are_retried_with_backoff_then_parked_and_can_be_requeued(
     def run() -> list[follow.BatchReport]:
         return follow.process_queue(db, kb.info, embedder=embedder, spacy_model=kb.settings.spacy_model)
 
-    [first] = run()
+    def timed_run() -> tuple[list[follow.BatchReport], dict[str, tuple[int, float, float]]]:
+        """run(), and each waiting key's attempts and its retry delay as bounds:
+        run_after minus the server's clock just after and just before the run
+        (exact however slow the machine: no window of wall time is assumed)."""
+        before = server_clock(db)
+        reports = run()
+        after = server_clock(db)
+        with db.transaction() as conn:
+            rows = conn.execute("SELECT source_key, attempts, run_after FROM pgrag.follow_queue "
+                                "WHERE run_after IS NOT NULL ORDER BY source_key").fetchall()
+        return reports, {k: (a, (r - after).total_seconds(), (r - before).total_seconds()) for k, a, r in rows}
+
+    [first], delays = timed_run()
     assert (first.indexed, first.failed, first.parked) == (2, 2, 0)        # the rest went on
-    with db.transaction() as conn:
-        delays = conn.execute("SELECT source_key, extract(epoch FROM run_after - now()) FROM pgrag.follow_queue "
-                              "ORDER BY source_key").fetchall()
-    assert [k for k, _ in delays] == ["3", "4"] and all(0.3 < d <= 0.5 for _, d in delays)
+    assert list(delays) == ["3", "4"] and all(lo <= 0.5 <= hi for _, lo, hi in delays.values()), delays
     assert run() == []                                                     # not due yet: nothing taken
     [st_] = db.sync_status()
     assert (st_.pending, st_.retrying, st_.parked) == (2, 2, 0)
     time.sleep(0.55)
-    run()
-    with db.transaction() as conn:
-        delays = conn.execute("SELECT attempts, extract(epoch FROM run_after - now()) "
-                              "FROM pgrag.follow_queue").fetchall()
-    assert all(a == 2 and 0.8 < d <= 1.0 for a, d in delays)                # doubled
+    _, delays = timed_run()
+    assert list(delays) == ["3", "4"] and all(a == 2 and lo <= 1.0 <= hi for a, lo, hi in delays.values()), \
+        delays                                                             # doubled
     time.sleep(1.05)
     run()
     assert sorted((k, a, p) for k, _, a, p, _ in queue(db)) == [("3", 3, True), ("4", 3, True)]

@@ -98,7 +98,7 @@ def test_every_method_through_sql_equals_the_python_call(conn, kb, method):
             assert r[2] == h.rank and r[3] == h.title and r[4] == h.provenance.external_id
             assert (r[5], r[6], r[7]) == (h.provenance.char_start, h.provenance.char_end, h.text)
             assert r[8].keys() == h.details.keys()
-        assert rows or method.startswith("t2rag"), (method, question)
+        assert rows, (method, question)
 
 
 def test_multi_hop_tigrag_from_sql_finds_both_supporting_passages(conn):
@@ -233,20 +233,27 @@ def test_statement_timeout_ends_the_call_and_the_backend_stays_usable(conn, kb):
 
 
 def test_cancel_from_another_backend_ends_the_call(wiki_uri, conn, kb):
+    """The cancel lands inside pgrag.retrieve itself: the statement is nothing
+    else, and a fresh backend's first call takes seconds (it loads the runtime,
+    the model and the graph), so the call is still running when it comes."""
     expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTIONS[0], method="cirag", k=5, llm=False)]
-    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    # A slow call: the SQL PPR fallback is not involved; cirag embeds, extracts, ranks.
-    # The cancel lands at the next statement the runtime runs.
-    with psycopg.connect(wiki_uri, autocommit=True) as admin:
+    with psycopg.connect(wiki_uri, autocommit=True) as fresh, psycopg.connect(wiki_uri, autocommit=True) as admin:
+        pid = fresh.execute("SELECT pg_backend_pid()").fetchone()[0]
+
         def cancel() -> None:
-            time.sleep(0.05)
+            deadline = time.monotonic() + 60
+            while admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() != ("active",):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            time.sleep(0.3)
             admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
 
         canceller = threading.Thread(target=cancel)
         canceller.start()
         with pytest.raises(errors.QueryCanceled):
-            conn.execute("SELECT count(*) FROM pgrag.retrieve('wiki', %s, 'cirag'), pg_sleep(2)", (QUESTIONS[0],))
+            fresh.execute("SELECT count(*) FROM pgrag.retrieve('wiki', %s, 'cirag')", (QUESTIONS[0],))
         canceller.join()
+        assert fresh.execute("SELECT 1").fetchone() == (1,)      # the backend lives on
     assert [r[0] for r in _sql_hits(conn, "wiki", QUESTIONS[0], "cirag")] == expected
 
 
@@ -288,7 +295,9 @@ def test_a_server_without_plpython_says_what_to_do(pg_uri, template_uri):
     with scratch_database(pg_uri, "pgrag_noplpy_", TEMPLATE) as uri:
         db = pgrag.connect(uri)
         db.corpus("wiki").ingest(WIKI[:2], progress=False)
+        ppr = "SELECT term, score FROM pgrag.ppr('wiki', ARRAY['lothair'], 0.5, 5, 1e-9, 200)"
         with psycopg.connect(uri, autocommit=True) as c:
+            by_runtime = c.execute(ppr).fetchall()          # scipy in the server, before it goes
             c.execute("DROP EXTENSION plpython3u CASCADE")
         db.upgrade()   # what a migration on such a server installs
         assert db.runtime() == (None, [])
@@ -301,9 +310,9 @@ def test_a_server_without_plpython_says_what_to_do(pg_uri, template_uri):
                 assert caught.value.sqlstate == "PR003"
                 assert "PL/Python" in str(caught.value) and "pgrag.connect(dsn)" in caught.value.diag.message_hint
             assert c.execute("SELECT count(*) FROM pgrag.bm25('wiki', 'Lothair')").fetchone()[0] > 0
-            plain = c.execute("SELECT term, score FROM pgrag.ppr('wiki', ARRAY['lothair'], 0.5, 5)").fetchall()
-            assert plain == c.execute("SELECT term, score FROM pgrag.ppr_sql('wiki', ARRAY['lothair'], 0.5, 5)"
-                                      ).fetchall() and plain
+            plain = c.execute(ppr).fetchall()                # now the pure-SQL fallback
+            assert plain and [t for t, _ in plain] == [t for t, _ in by_runtime]
+            assert np.allclose([s for _, s in plain], [s for _, s in by_runtime], atol=1e-9)
         with pytest.raises(pgrag.RuntimeMissing):
             db.fetchall("retrieve_sql", {"corpus": "wiki", "question": "x", "method": "bm25", "k": 5,
                                          "options": "{}"})

@@ -1,4 +1,4 @@
-"""T2RAG, CIRAG and ThreadRAG driven by the oracle reader (pgrag.oracle) over
+"""T2RAG, CIRAG and ThreadRAG driven by the oracle reader (pgrag.bench.oracle) over
 HTTP, on the bundled 2WikiMultiHopQA sample (real passages, real embeddings,
 spaCy triples): two-hop questions reach the gold answer through each loop, a
 corpus without the second hop's passage does not, and ``pgrag eval --oracle``
@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from pgrag.cli import main
-from pgrag.oracle import ANSWER_KINDS, Gold, OracleServer
+from pgrag.bench.oracle import ANSWER_KINDS, Gold, OracleServer
 
 DATA = Path(str(resources.files("pgrag") / "data"))
 CORPUS = DATA / "sample_corpus.json"

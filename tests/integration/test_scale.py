@@ -1,4 +1,4 @@
-"""`pgrag bench scale` (pgrag.scale) on the bundled sample: two sizes in one run,
+"""`pgrag bench scale` (pgrag.bench.scale) on the bundled sample: two sizes in one run,
 with random embeddings, and the figures the issue's targets read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pgrag.scale import scale_benchmark
+from pgrag.bench.scale import scale_benchmark
 
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
 
@@ -65,7 +65,7 @@ def test_scale_refuses_an_existing_database_and_bad_factors(pg_uri):
 
 
 def test_a_failing_second_process_is_reported_not_raised(database_uri):
-    from pgrag.scale import second_process
+    from pgrag.bench.scale import second_process
 
     report = second_process(database_uri, "no-such-corpus", "Who?")
     assert set(report) == {"error"} and "no-such-corpus" in report["error"]

@@ -25,7 +25,8 @@ from sqlalchemy import create_engine
 
 import pgrag
 from pgrag import methods
-from pgrag.db import MIGRATION_LOCK, sqlalchemy_url
+from pgrag.db import sqlalchemy_url
+from pgrag.schema import MIGRATION_LOCK
 from pgrag.resources import resource_dir
 from tests.conftest import scratch_database
 from tests.integration.test_reliability import assert_same, everything
@@ -181,8 +182,16 @@ def test_the_migration_lock_serialises_upgraders(empty_uri):
         done = threading.Event()
         thread = threading.Thread(target=lambda: (pgrag.connect(empty_uri).close(), done.set()))
         thread.start()
-        time.sleep(2)
-        assert not done.is_set()                              # waiting on the lock
+        # Waiting on the lock, seen by the server: an advisory lock not granted
+        # (connecting and checking the server alone would never show one).
+        with psycopg.connect(empty_uri, autocommit=True) as observer:
+            deadline = time.monotonic() + 120
+            while not observer.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                       "AND NOT granted").fetchone()[0]:
+                assert not done.is_set(), "the second upgrader finished without waiting on the migration lock"
+                assert time.monotonic() < deadline, "the second upgrader never waited on the migration lock"
+                time.sleep(0.05)
+        assert not done.is_set()
         holder.rollback()
     thread.join(timeout=120)
     assert done.is_set()

@@ -48,3 +48,11 @@ def test_benchmarks_doc_is_generated_not_edited():
     for line in module.COMMANDS.values():
         path = " ".join(line.split()[:3]) if line.split()[1] == "bench" else " ".join(line.split()[:2])
         assert path in [p for p, _ in commands(main)], f"{line} is not a pgrag command"
+
+
+def test_every_benchmark_data_file_is_cited_from_the_docs():
+    """docs/benchmarks holds only what docs/*.md cites (BENCHMARKS.md lists what it is rendered from)."""
+    docs = README.parent / "docs"
+    text = "\n".join(p.read_text(encoding="utf-8") for p in docs.glob("*.md"))
+    uncited = sorted(p.name for p in (docs / "benchmarks").iterdir() if p.name not in text)
+    assert uncited == []

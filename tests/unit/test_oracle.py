@@ -1,4 +1,4 @@
-"""The oracle reader (pgrag.oracle) without a database: prompt identification,
+"""The oracle reader (pgrag.bench.oracle) without a database: prompt identification,
 the reading rules, the leak guard, and that every reply parses with the
 parser of the method that asked."""
 
@@ -13,7 +13,7 @@ from pgrag import prompts
 from pgrag.llm import short_answer
 from pgrag.methods import cirag, threadrag
 from pgrag.methods.t2rag import parse_decomposition, parse_values
-from pgrag.oracle import Gold, Oracle, OracleCannotAnswer, OracleLeak, guard, load_gold, plan_for
+from pgrag.bench.oracle import Gold, Oracle, OracleCannotAnswer, OracleLeak, guard, load_gold, plan_for
 
 BENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "bench" / "2wiki"
 

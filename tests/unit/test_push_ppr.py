@@ -256,7 +256,7 @@ def test_a_node_whose_edges_a_delta_cancelled_is_never_pushed():
 
 
 def test_share_of_the_exact_set_that_the_approximate_one_holds():
-    from pgrag.scale import _share
+    from pgrag.bench.scale import _share
 
     assert _share([1, 2, 3], [2, 3, 4, 5]) == 0.5
     assert _share([], [1]) == 0.0 and _share([1], []) == 0.0 and _share([], []) == 1.0

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 import pgrag
-from pgrag.bench import _LOAD_QUERY
+from pgrag.bench.timing import _LOAD_QUERY
 from pgrag.bulk import TABLES
 from pgrag.queries import parse, queries
 
@@ -25,6 +25,10 @@ def used_query_names(source: str) -> set[str]:
     # pgrag.bulk runs query(f"copy_{table}") over psycopg and query(f"bulk_{table}") over SPI
     assert 'query(f"copy_{table}")' in source and 'query(f"bulk_{table}")' in source
     used.update(f"{kind}_{table}" for kind in ("copy", "bulk") for table in TABLES)
+    # Connection.read_triples("x", ...) runs x_copy over psycopg and x_arrays over SPI (pgrag.bulk)
+    assert 'query(f"{name}_copy")' in source and 'query(f"{name}_arrays")' in source
+    used.update(f"{name}_{kind}" for name in re.findall(r'read_triples\(\s*"([a-z_]+)"', source)
+                for kind in ("copy", "arrays"))
     return used
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pgrag.evaluate import corpus_name_for, load_questions
+from pgrag.bench.evaluate import corpus_name_for, load_questions
 from pgrag.exceptions import InputError
 
 def test_the_benchmark_questions_load(bench_2wiki):

@@ -1,11 +1,11 @@
-"""The scale harness's corpus copies (pgrag.scale): copy 0 is the corpus, later
+"""The scale harness's corpus copies (pgrag.bench.scale): copy 0 is the corpus, later
 copies permute its names by a bijection and add new ones, and ids stay unique."""
 
 from __future__ import annotations
 
 import re
 
-from pgrag.scale import name_words, scaled_copy
+from pgrag.bench.scale import name_words, scaled_copy
 
 DOCS = [
     {"title": "Lothair II", "text": "Lothair II was the son of Ermengarde of Tours. He died in August 869."},
