@@ -195,6 +195,16 @@ def db_distribute(shard_count: int | None, dsn: str | None, as_json: bool) -> No
                    f"shards {shards}")
 
 
+@db.command("schema")
+@dsn_option
+def db_schema(dsn: str | None) -> None:
+    """Print the SQL surface of schema pgrag: every function with its signature,
+    every table, view and type with its columns (as sql/schema.sql holds it)."""
+    from . import schema
+
+    click.echo(schema.surface(_connect(dsn).connector), nl=False)
+
+
 @db.command("migrations-path")
 def db_migrations_path() -> None:
     """Print the folder holding the Alembic migrations."""

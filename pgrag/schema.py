@@ -100,6 +100,20 @@ def check_schema(db: Connector) -> None:
             "run `pgrag db upgrade` as the role that owns schema pgrag")
 
 
+SURFACE_HEADER = """\
+-- The SQL surface of schema pgrag at the latest migration, one object a line:
+-- functions with their arguments and results, then tables, views and types.
+-- `pgrag db schema > sql/schema.sql` writes it; tests/migration/test_migrations.py
+-- checks it against a migrated database, so every change to the surface shows in
+-- review. README "SQL reference" says which functions are the stable API.
+"""
+
+
+def surface(db: Connector) -> str:
+    """The SQL surface of schema pgrag (the text of sql/schema.sql)."""
+    return SURFACE_HEADER + "".join(f"-- {line}\n" for (line,) in db.fetchall("schema_surface"))
+
+
 def _install_runtime(conn: Any) -> None:
     """The in-server runtime (PL/Python) where the server has it and this role may
     create it, else the stand-ins that say what to do; then the SQL entry points."""

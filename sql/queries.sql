@@ -873,3 +873,24 @@ ORDER BY chunk_id;
 -- name: corpus_dim
 -- A corpus's embedding dimension.
 SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
+
+-- name: schema_surface
+-- What schema pgrag offers, one line each in a stable order: its functions with
+-- their identity arguments and results, then its tables, views and types with
+-- their columns (`pgrag db schema`; sql/schema.sql holds it for review).
+SELECT line FROM (
+    SELECT 1 AS part, 'function pgrag.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid)
+           || ') RETURNS ' || pg_get_function_result(p.oid) AS line
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+    WHERE n.nspname = 'pgrag'
+    UNION ALL
+    SELECT 2, CASE c.relkind WHEN 'v' THEN 'view' WHEN 'c' THEN 'type' ELSE 'table' END || ' pgrag.' || c.relname
+           || ' (' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+           || ')'
+    FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE n.nspname = 'pgrag' AND c.relkind IN ('r', 'p', 'v', 'c')
+    GROUP BY c.relname, c.relkind
+) s
+ORDER BY part, line COLLATE "C";

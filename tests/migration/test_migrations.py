@@ -129,3 +129,19 @@ def test_dsn_errors_do_not_echo_passwords():
     with pytest.raises(pgrag.ConnectionFailed) as info:
         pgrag.connect("postgresql://me:hunter2@/nodb?host=/nonexistent&connect_timeout=2")
     assert "hunter2" not in str(info.value) and "***" in str(info.value)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_sql_surface_is_the_checked_in_one_and_readme_lists_every_function(db):
+    """sql/schema.sql is what a migrated database offers in schema pgrag (run
+    `pgrag db schema > sql/schema.sql` after changing it), and README's SQL
+    reference gives every function with its signature."""
+    from pgrag import schema
+
+    live = schema.surface(db.connector)
+    assert live == (ROOT / "sql" / "schema.sql").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    functions = [line.removeprefix("-- function ") for line in live.splitlines() if line.startswith("-- function ")]
+    assert functions and [f for f in functions if f"`{f}`" not in readme] == []
