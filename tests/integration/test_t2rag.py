@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pgrag import PgragError, prompts
@@ -202,6 +203,26 @@ def test_without_an_llm_it_retrieves_propositions_within_the_chunk_budget(kb, mo
     assert hits.answer is None and hits.trace.outcome == {"finish": "no_llm"}
     assert "no LLM configured" in steps(hits, "no_llm")[0]["note"]
     assert kb.answer(question, method="t2rag", llm=False).text is None
+
+
+def test_without_an_llm_the_order_is_the_propositions_cosine_recomputed_with_numpy(kb, db):
+    """Independently of pgrag.propositions: every stored proposition vector against
+    the question's, in numpy; chunks in order of their first proposition, each
+    scored by its best one."""
+    question = "Who was the mother of Lothair II?"
+    hits = kb.retrieve(question, method="t2rag", k=3, llm=False)
+    with db.transaction() as conn:
+        rows = conn.execute("SELECT chunk_id, embedding FROM pgrag.triple WHERE corpus_id = %s "
+                            "ORDER BY triple_id", (kb.id,)).fetchall()
+    vectors = np.array([np.asarray(e.to_numpy(), dtype=np.float64) for _, e in rows])
+    q = kb.embedder.encode([question])[0].astype(np.float64)
+    cosines = vectors @ q / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(q))
+    best: dict[int, float] = {}
+    for i in np.argsort(-cosines, kind="stable"):
+        best.setdefault(rows[i][0], float(cosines[i]))
+    expected = list(best.items())[:3]
+    assert [h.provenance.chunk_id for h in hits] == [c for c, _ in expected]
+    assert np.allclose([h.score for h in hits], [s for _, s in expected], atol=1e-5)
 
 
 def test_settings_and_parsers():

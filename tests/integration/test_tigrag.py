@@ -95,6 +95,21 @@ def test_two_hops_find_the_bridge_document(kb):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_golden_second_hop_on_the_sample(kb):
+    """Hand-checked on the sample: the question names a song, not the rapper. Hop 1
+    finds the song's passage ("changed"), which names Nicki Minaj; hop 2 seeds on
+    her and ranks her own passage ("minaj", which says where she was born) by
+    its cosine to the entity, well above what one hop gives it."""
+    q = "Where was the rapper of Changed It born?"
+    hits = kb.retrieve(q, method="tigrag", k=2)
+    assert [(h.provenance.external_id, h.provenance.chunk_ordinal, h.details["hop"]) for h in hits] == [
+        ("changed", 0, 2), ("minaj", 0, 2)]
+    entities = next(s for s in hits.trace.steps if s["step"] == "entities")
+    assert entities["hop"] == 1 and "Nicki Minaj" in entities["new"]
+    one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1)}
+    assert hits[1].score > one_hop["minaj"] + 0.1
+
+
 def test_hop_embedding_reaches_the_second_hops_rerank(kb):
     q = "When did Lothair II's mother die?"
     for mode in ("concat", "sum", "joint"):
