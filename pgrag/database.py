@@ -9,7 +9,7 @@ below this module imports it; the layers are drawn in docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import db as connector

@@ -16,7 +16,6 @@ the backfill that follows covers every document written before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import InputError, MethodNotBuilt

@@ -2,7 +2,7 @@
 
 Python does what needs models (spaCy sentences and NER, embeddings); everything
 derived from tokens (vocabulary, postings, document frequencies, co-occurrence
-edges) is computed by SQL (``pgrag.index_chunks``) from the one token pipeline.
+edges) is computed by SQL (``pgrag_internal.index_chunks``) from the one token pipeline.
 
 All input is validated before anything is written. Documents are then written in
 batches, each batch one transaction under the corpus's write lock: a document is

@@ -1,8 +1,8 @@
-"""pgrag's Python inside PostgreSQL: what SQL's ``pgrag._py(call, args)`` runs.
+"""pgrag's Python inside PostgreSQL: what SQL's ``pgrag_internal._py(call, args)`` runs.
 
 The SQL entry points (``pgrag.retrieve``, ``pgrag.embed``, ``pgrag.ppr``,
 ``pgrag.index``; ``sql/inserver.sql``) are thin SQL wrappers around one PL/Python
-function, ``pgrag._py``, which imports this module once per backend and calls
+function, ``pgrag_internal._py``, which imports this module once per backend and calls
 ``call()``. Everything below builds a ``pgrag.context.Context`` over SPI
 (``pgrag.spi.SpiDatabase``) and hands it to the same code a client process runs:
 ``pgrag.methods.run``, ``pgrag.graph``, the ingest pipeline. No method has a
@@ -10,7 +10,7 @@ second implementation here.
 
 Caches live as long as the backend: the embedding model (``get_embedder``), the
 token graph by graph version (``pgrag.graph``), and the prepared plans (``GD``).
-Errors that are pgrag's own come back as ``{"error": ...}`` and ``pgrag._checked``
+Errors that are pgrag's own come back as ``{"error": ...}`` and ``pgrag_internal._checked``
 raises them with their SQLSTATE (``PgragError.sqlstate``); database errors (a
 cancel, a timeout, a permission) propagate unchanged.
 """
@@ -39,7 +39,7 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
             GD["pgrag.threads"] = _threads(db)
         result = handler(db, **params)
     except PgragError as exc:
-        # Raised by pgrag._checked in SQL, so that the message reads as pgrag's own
+        # Raised by pgrag_internal._checked in SQL, so that the message reads as pgrag's own
         # (an exception leaving PL/Python is prefixed with its Python class name).
         error = {"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}}
         return json.dumps(_without(error, _secret(plpy, GD)))

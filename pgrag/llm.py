@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field

@@ -1,7 +1,7 @@
 """A corpus's BM25 postings as one sparse matrix, for TIGRAG's one-hop step.
 
 TIGRAG scores a chunk by ρ(c) = Σ_v p̂(v) · BM25(v, c) over the top-γ tokens of the
-PPR (``pgrag.tigrag_pool`` does it in SQL, one join over the postings per query).
+PPR (``pgrag_internal.tigrag_pool`` does it in SQL, one join over the postings per query).
 Here the term frequency of every (chunk, token) posting sits in a chunk × token
 CSC matrix whose columns are the token graph's nodes; a query weighs only the
 columns it reads (BM25 from tf, the chunk lengths and the dfs), so that
@@ -37,7 +37,7 @@ from .queries import binary_results, query
 if TYPE_CHECKING:
     from .context import QueryRunner
 
-K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag.tigrag_pool
+K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag_internal.tigrag_pool
 
 # The shared vectors are a read-only mapping; torch only reads them (``_products``).
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
@@ -223,7 +223,7 @@ class Postings:
 
     def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
         """Each chunk's best cosine to any of ``embeddings`` (what the SQL
-        ``pgrag.chunk_cosines`` gives), from the cached vectors."""
+        ``pgrag_internal.chunk_cosines`` gives), from the cached vectors."""
         if not chunk_ids or not embeddings:
             return {}
         queries = np.asarray(embeddings, dtype=np.float32)
@@ -273,7 +273,7 @@ class Postings:
     def pool(self, nodes: np.ndarray, weights: np.ndarray, seeds: list[int], *, threshold: float,
              max_pool: int, bm25: bool = True) -> list[tuple[int, float, int]]:
         """(chunk_id, ρ, candidates) of the pool, highest ρ first: the same rows as
-        ``pgrag.tigrag_pool``. Candidates hold any expanded token (``nodes``, graph
+        ``pgrag_internal.tigrag_pool``. Candidates hold any expanded token (``nodes``, graph
         node indexes weighted by ``weights``) or query token (``seeds``, weight 0);
         the pool is the shortest prefix by ρ holding ``threshold`` of the total ρ,
         at most ``max_pool`` chunks. Without ``bm25`` a posting counts 1 (the

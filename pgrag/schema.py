@@ -101,7 +101,8 @@ def check_schema(db: Connector) -> None:
 
 
 SURFACE_HEADER = """\
--- The SQL surface of schema pgrag at the latest migration, one object a line:
+-- The SQL surface at the latest migration, one object a line: schema pgrag (the
+-- API) and schema pgrag_internal (the helpers behind it, not granted to PUBLIC);
 -- functions with their arguments and results, then tables, views and types.
 -- `pgrag db schema > sql/schema.sql` writes it; tests/migration/test_migrations.py
 -- checks it against a migrated database, so every change to the surface shows in
@@ -110,7 +111,7 @@ SURFACE_HEADER = """\
 
 
 def surface(db: Connector) -> str:
-    """The SQL surface of schema pgrag (the text of sql/schema.sql)."""
+    """The SQL surface of schemas pgrag and pgrag_internal (the text of sql/schema.sql)."""
     return SURFACE_HEADER + "".join(f"-- {line}\n" for (line,) in db.fetchall("schema_surface"))
 
 

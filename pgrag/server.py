@@ -11,7 +11,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -23,7 +23,7 @@ def content_hash(title: str, body: str) -> str:
 
 
 def chunk_search_text(title: str, chunk_text: str) -> str:
-    """Text embedded for a chunk; mirrors SQL ``pgrag.chunk_search_text``."""
+    """Text embedded for a chunk; mirrors SQL ``pgrag_internal.chunk_search_text``."""
     return chunk_text if title == "" else title + "\n" + chunk_text
 
 

@@ -30,7 +30,7 @@ WHERE e.extname = 'vector';
 -- search_path that holds no schema other roles can create objects in. EXECUTE
 -- is revoked from PUBLIC, so only pgrag's owner can create a trigger that uses
 -- it (firing a trigger needs no EXECUTE privilege); pgrag.attach() does.
-CREATE OR REPLACE FUNCTION pgrag.follow_enqueue() RETURNS trigger
+CREATE OR REPLACE FUNCTION pgrag_internal.follow_enqueue() RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pgrag, pg_temp
@@ -61,10 +61,10 @@ BEGIN
     RETURN NULL;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION pgrag.follow_enqueue() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgrag_internal.follow_enqueue() FROM PUBLIC;
 
 -- Raise a pgrag attach error (SQLSTATE PR006, pgrag.AttachError in Python).
-CREATE OR REPLACE FUNCTION pgrag.follow_error(message text) RETURNS void
+CREATE OR REPLACE FUNCTION pgrag_internal.follow_error(message text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
@@ -74,20 +74,20 @@ END
 $$;
 
 -- A column of a table, checked: its catalog name and type, or an error naming it.
-CREATE OR REPLACE FUNCTION pgrag.follow_column(p_table oid, p_label text, p_column text,
+CREATE OR REPLACE FUNCTION pgrag_internal.follow_column(p_table oid, p_label text, p_column text,
                                                OUT attname text, OUT atttypid oid)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF p_column IS NULL OR p_column = '' THEN
-        PERFORM pgrag.follow_error(format('%s must name a column', p_label));
+        PERFORM pgrag_internal.follow_error(format('%s must name a column', p_label));
     END IF;
     SELECT a.attname::text, a.atttypid INTO attname, atttypid
     FROM pg_attribute a
     WHERE a.attrelid = p_table AND a.attname = p_column AND a.attnum > 0 AND NOT a.attisdropped;
     IF attname IS NULL THEN
-        PERFORM pgrag.follow_error(format('%s %s: table %s has no such column',
+        PERFORM pgrag_internal.follow_error(format('%s %s: table %s has no such column',
                                           p_label, quote_ident(p_column), p_table::regclass));
     END IF;
 END
@@ -136,38 +136,38 @@ DECLARE
     c text;
 BEGIN
     IF corpus IS NULL OR source IS NULL THEN
-        PERFORM pgrag.follow_error('attach needs a corpus name and a source table');
+        PERFORM pgrag_internal.follow_error('attach needs a corpus name and a source table');
     END IF;
     BEGIN
         parts := parse_ident(source);
     EXCEPTION WHEN invalid_parameter_value THEN
-        PERFORM pgrag.follow_error(format('%s is not a table name (expected schema.table)', quote_literal(source)));
+        PERFORM pgrag_internal.follow_error(format('%s is not a table name (expected schema.table)', quote_literal(source)));
     END;
     IF cardinality(parts) = 1 THEN
         parts := ARRAY['public', parts[1]];
     ELSIF cardinality(parts) <> 2 THEN
-        PERFORM pgrag.follow_error(format('%s is not a table name (expected schema.table)', quote_literal(source)));
+        PERFORM pgrag_internal.follow_error(format('%s is not a table name (expected schema.table)', quote_literal(source)));
     END IF;
     src_schema := parts[1];
     src_table := parts[2];
     IF src_schema = 'pgrag' OR src_schema LIKE 'pg\_%' OR src_schema = 'information_schema' THEN
-        PERFORM pgrag.follow_error(format('cannot attach %I.%I: a corpus follows an application table, '
+        PERFORM pgrag_internal.follow_error(format('cannot attach %I.%I: a corpus follows an application table, '
                                           'not a system or pgrag table', src_schema, src_table));
     END IF;
     SELECT k.oid, k.relkind INTO rel, kind
     FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace
     WHERE n.nspname = src_schema AND k.relname = src_table;
     IF rel IS NULL THEN
-        PERFORM pgrag.follow_error(format('table %I.%I does not exist', src_schema, src_table));
+        PERFORM pgrag_internal.follow_error(format('table %I.%I does not exist', src_schema, src_table));
     ELSIF kind NOT IN ('r', 'p') THEN
-        PERFORM pgrag.follow_error(format('%I.%I is not a table (views and other relations cannot be followed)',
+        PERFORM pgrag_internal.follow_error(format('%I.%I is not a table (views and other relations cannot be followed)',
                                           src_schema, src_table));
     END IF;
 
-    id_col := pgrag.follow_column(rel, 'id_column', id_column);
+    id_col := pgrag_internal.follow_column(rel, 'id_column', id_column);
     IF id_col.atttypid NOT IN ('text'::regtype, 'varchar'::regtype, 'int2'::regtype, 'int4'::regtype,
                                'int8'::regtype, 'uuid'::regtype) THEN
-        PERFORM pgrag.follow_error(format('id_column %I is %s; it must be text, varchar, smallint, integer, '
+        PERFORM pgrag_internal.follow_error(format('id_column %I is %s; it must be text, varchar, smallint, integer, '
                                           'bigint or uuid', id_col.attname, format_type(id_col.atttypid, NULL)));
     END IF;
     IF NOT EXISTS (
@@ -175,36 +175,36 @@ BEGIN
         WHERE i.indrelid = rel AND i.indisunique AND i.indnkeyatts = 1 AND i.indkey[0] = (
                   SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = id_col.attname)
           AND i.indpred IS NULL AND i.indexprs IS NULL) THEN
-        PERFORM pgrag.follow_error(format('id_column %I of %I.%I is not unique: it needs a primary key or a '
+        PERFORM pgrag_internal.follow_error(format('id_column %I of %I.%I is not unique: it needs a primary key or a '
                                           'unique index on that column alone', id_col.attname, src_schema, src_table));
     END IF;
-    text_col := pgrag.follow_column(rel, 'text_column', text_column);
+    text_col := pgrag_internal.follow_column(rel, 'text_column', text_column);
     IF text_col.atttypid NOT IN ('text'::regtype, 'varchar'::regtype, 'bpchar'::regtype) THEN
-        PERFORM pgrag.follow_error(format('text_column %I is %s; it must be text, varchar or char',
+        PERFORM pgrag_internal.follow_error(format('text_column %I is %s; it must be text, varchar or char',
                                           text_col.attname, format_type(text_col.atttypid, NULL)));
     END IF;
     watched := ARRAY[id_col.attname, text_col.attname];
     IF title_column IS NOT NULL THEN
-        title_col := pgrag.follow_column(rel, 'title_column', title_column);
+        title_col := pgrag_internal.follow_column(rel, 'title_column', title_column);
         IF title_col.atttypid NOT IN ('text'::regtype, 'varchar'::regtype, 'bpchar'::regtype) THEN
-            PERFORM pgrag.follow_error(format('title_column %I is %s; it must be text, varchar or char',
+            PERFORM pgrag_internal.follow_error(format('title_column %I is %s; it must be text, varchar or char',
                                               title_col.attname, format_type(title_col.atttypid, NULL)));
         END IF;
         watched := watched || title_col.attname;
     END IF;
     FOREACH c IN ARRAY coalesce(metadata_columns, '{}') LOOP
-        meta_col := pgrag.follow_column(rel, 'metadata column', c);
+        meta_col := pgrag_internal.follow_column(rel, 'metadata column', c);
         IF meta_col.attname = ANY (meta_names) THEN
-            PERFORM pgrag.follow_error(format('metadata column %I is named twice', meta_col.attname));
+            PERFORM pgrag_internal.follow_error(format('metadata column %I is named twice', meta_col.attname));
         END IF;
         meta_names := meta_names || meta_col.attname;
     END LOOP;
     watched := ARRAY(SELECT DISTINCT w FROM unnest(watched || meta_names) AS w ORDER BY w);
     IF triples IS NOT NULL AND triples NOT IN ('spacy', 'llm') THEN
-        PERFORM pgrag.follow_error(format('triples must be NULL, ''spacy'' or ''llm'', not %s', quote_literal(triples)));
+        PERFORM pgrag_internal.follow_error(format('triples must be NULL, ''spacy'' or ''llm'', not %s', quote_literal(triples)));
     END IF;
     IF max_attempts IS NULL OR max_attempts < 1 OR retry_seconds IS NULL OR retry_seconds < 0 THEN
-        PERFORM pgrag.follow_error('max_attempts must be at least 1 and retry_seconds at least 0');
+        PERFORM pgrag_internal.follow_error('max_attempts must be at least 1 and retry_seconds at least 0');
     END IF;
 
     SELECT k.corpus_id INTO cid FROM pgrag.corpus k WHERE k.name = attach.corpus;
@@ -214,7 +214,7 @@ BEGIN
         RETURNING corpus_id INTO cid;
         INSERT INTO pgrag.graph_version (corpus_id, version) VALUES (cid, 0) ON CONFLICT DO NOTHING;
     ELSIF EXISTS (SELECT 1 FROM pgrag.follow f WHERE f.corpus_id = cid) THEN
-        PERFORM pgrag.follow_error(format(
+        PERFORM pgrag_internal.follow_error(format(
             'corpus %s already follows %s; detach it first',
             quote_literal(attach.corpus),
             (SELECT format('%I.%I', f.source_schema, f.source_table) FROM pgrag.follow f WHERE f.corpus_id = cid)));
@@ -227,20 +227,20 @@ BEGIN
 
     trigger_base := 'pgrag_follow_' || cid;
     args := format('%L, %L', cid, id_col.attname);
-    EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %I.%I FOR EACH ROW EXECUTE FUNCTION pgrag.follow_enqueue(%s)',
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %I.%I FOR EACH ROW EXECUTE FUNCTION pgrag_internal.follow_enqueue(%s)',
                    trigger_base || '_insert', src_schema, src_table, args);
     -- Only an UPDATE that changes an attached column fires (the WHEN clause is
     -- evaluated without calling the function).
     EXECUTE format('CREATE TRIGGER %I AFTER UPDATE OF %s ON %I.%I FOR EACH ROW WHEN (%s) '
-                   'EXECUTE FUNCTION pgrag.follow_enqueue(%s)',
+                   'EXECUTE FUNCTION pgrag_internal.follow_enqueue(%s)',
                    trigger_base || '_update',
                    (SELECT string_agg(format('%I', w), ', ') FROM unnest(watched) AS w),
                    src_schema, src_table,
                    (SELECT string_agg(format('OLD.%1$I IS DISTINCT FROM NEW.%1$I', w), ' OR ') FROM unnest(watched) AS w),
                    args);
-    EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %I.%I FOR EACH ROW EXECUTE FUNCTION pgrag.follow_enqueue(%s)',
+    EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %I.%I FOR EACH ROW EXECUTE FUNCTION pgrag_internal.follow_enqueue(%s)',
                    trigger_base || '_delete', src_schema, src_table, args);
-    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %I.%I FOR EACH STATEMENT EXECUTE FUNCTION pgrag.follow_enqueue(%s)',
+    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %I.%I FOR EACH STATEMENT EXECUTE FUNCTION pgrag_internal.follow_enqueue(%s)',
                    trigger_base || '_truncate', src_schema, src_table, args);
 
     EXECUTE format('INSERT INTO pgrag.follow_queue (corpus_id, source_key, op) '
@@ -257,7 +257,7 @@ $$;
 
 -- When an attachment goes (pgrag.detach, or its corpus is dropped and the row
 -- cascades away): drop its triggers (when the table still exists) and its queue.
-CREATE OR REPLACE FUNCTION pgrag.follow_forget() RETURNS trigger
+CREATE OR REPLACE FUNCTION pgrag_internal.follow_forget() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
@@ -275,20 +275,20 @@ BEGIN
 END
 $$;
 CREATE OR REPLACE TRIGGER follow_forget AFTER DELETE ON pgrag.follow
-    FOR EACH ROW EXECUTE FUNCTION pgrag.follow_forget();
+    FOR EACH ROW EXECUTE FUNCTION pgrag_internal.follow_forget();
 
--- Stop following: drop the triggers and the queue (pgrag.follow_forget); with
+-- Stop following: drop the triggers and the queue (pgrag_internal.follow_forget); with
 -- drop_corpus, also the corpus and everything in it.
 CREATE OR REPLACE FUNCTION pgrag.detach(corpus text, drop_corpus boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
 BEGIN
     DELETE FROM pgrag.follow x WHERE x.corpus_id = cid;
     IF NOT FOUND THEN
-        PERFORM pgrag.follow_error(format('corpus %s is not attached to a table', quote_literal(corpus)));
+        PERFORM pgrag_internal.follow_error(format('corpus %s is not attached to a table', quote_literal(corpus)));
     END IF;
     IF drop_corpus THEN
         PERFORM pgrag.drop_corpus(corpus);
@@ -300,7 +300,7 @@ $$;
 -- there is no title column or it is NULL), text (NULL when the row has none:
 -- it is not indexed), metadata (the metadata columns as a jsonb object). Keys
 -- with no row are absent. Runs as the caller, who needs SELECT on the table.
-CREATE OR REPLACE FUNCTION pgrag.follow_source(p_corpus bigint, p_keys text[])
+CREATE OR REPLACE FUNCTION pgrag_internal.follow_source(p_corpus bigint, p_keys text[])
 RETURNS TABLE (source_key text, title text, body text, metadata jsonb)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
@@ -312,17 +312,17 @@ DECLARE
 BEGIN
     SELECT * INTO f FROM pgrag.follow x WHERE x.corpus_id = p_corpus;
     IF NOT FOUND THEN
-        PERFORM pgrag.follow_error(format('corpus %s is not attached to a table', p_corpus));
+        PERFORM pgrag_internal.follow_error(format('corpus %s is not attached to a table', p_corpus));
     END IF;
     rel := to_regclass(format('%I.%I', f.source_schema, f.source_table));
     IF rel IS NULL THEN
-        PERFORM pgrag.follow_error(format('the source table %I.%I of corpus %s no longer exists',
+        PERFORM pgrag_internal.follow_error(format('the source table %I.%I of corpus %s no longer exists',
                                           f.source_schema, f.source_table, p_corpus));
     END IF;
     SELECT format_type(a.atttypid, NULL) INTO id_type
     FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = f.id_column AND NOT a.attisdropped;
     IF id_type IS NULL THEN
-        PERFORM pgrag.follow_error(format('column %I of %s no longer exists', f.id_column, rel));
+        PERFORM pgrag_internal.follow_error(format('column %I of %s no longer exists', f.id_column, rel));
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT s.%1$I::text, %2$s, s.%3$I::text, %4$s FROM %5$I.%6$I s WHERE s.%1$I = ANY ($1::%7$s[])',

@@ -20,7 +20,7 @@ WHERE e.extname = 'vector';
 -- alphanumeric words of 3+ letters) and tokens shorter than 3 or longer than 64
 -- characters (TIGRAG's validity filter keeps years and long numbers). Ingest and
 -- queries, from Python or SQL, all go through pgrag.tokenize.
-CREATE OR REPLACE FUNCTION pgrag.stopwords() RETURNS text[]
+CREATE OR REPLACE FUNCTION pgrag_internal.stopwords() RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN '{about,above,across,after,afterwards,again,against,all,almost,alone,along,already,also,although,always,among,amongst,amount,and,another,any,anyhow,anyone,anything,anyway,anywhere,are,around,back,became,because,become,becomes,becoming,been,before,beforehand,behind,being,below,beside,besides,between,beyond,both,bottom,but,call,can,cannot,could,did,does,doing,done,down,due,during,each,eight,either,eleven,else,elsewhere,empty,enough,even,ever,every,everyone,everything,everywhere,except,few,fifteen,fifty,first,five,for,former,formerly,forty,four,from,front,full,further,get,give,had,has,have,hence,her,here,hereafter,hereby,herein,hereupon,hers,herself,him,himself,his,how,however,hundred,indeed,into,its,itself,just,keep,last,latter,latterly,least,less,made,make,many,may,meanwhile,might,mine,more,moreover,most,mostly,move,much,must,myself,name,namely,neither,never,nevertheless,next,nine,nobody,none,noone,nor,not,nothing,now,nowhere,off,often,once,one,only,onto,other,others,otherwise,our,ours,ourselves,out,over,own,part,per,perhaps,please,put,quite,rather,really,regarding,same,say,see,seem,seemed,seeming,seems,serious,several,she,should,show,side,since,six,sixty,some,somehow,someone,something,sometime,sometimes,somewhere,still,such,take,ten,than,that,the,their,them,themselves,then,thence,there,thereafter,thereby,therefore,therein,thereupon,these,they,third,this,those,though,three,through,throughout,thru,thus,together,too,top,toward,towards,twelve,twenty,two,under,unless,until,upon,used,using,various,very,via,was,well,were,what,whatever,when,whence,whenever,where,whereafter,whereas,whereby,wherein,whereupon,wherever,whether,which,while,whither,who,whoever,whole,whom,whose,why,will,with,within,without,would,yet,you,your,yours,yourself,yourselves}'::text[];
 
@@ -32,11 +32,11 @@ RETURN ARRAY(
     FROM regexp_split_to_table(lower(normalize(input, NFC) COLLATE "pg_c_utf8"), '[^[:alnum:]]+')
          WITH ORDINALITY AS t(term, pos)
     WHERE char_length(t.term) BETWEEN 3 AND 64
-      AND NOT t.term = ANY (pgrag.stopwords())
+      AND NOT t.term = ANY (pgrag_internal.stopwords())
     ORDER BY t.pos);
 
 -- Resolve a corpus name, with a clear error (SQLSTATE PR001) when it is unknown.
-CREATE OR REPLACE FUNCTION pgrag.corpus_id(corpus text) RETURNS bigint
+CREATE OR REPLACE FUNCTION pgrag_internal.corpus_id(corpus text) RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -56,12 +56,12 @@ $$;
 -- chunk's sentences. Python builds the same string for embeddings (ingest.py).
 -- Only used while indexing: deletes work from the stored postings, so a title
 -- changed later through the ORM cannot skew the subtraction.
-CREATE OR REPLACE FUNCTION pgrag.chunk_search_text(title text, chunk_text text) RETURNS text
+CREATE OR REPLACE FUNCTION pgrag_internal.chunk_search_text(title text, chunk_text text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN title = '' THEN chunk_text ELSE title || E'\n' || chunk_text END;
 
 -- Token stream (term, 1-based position) of the given chunks.
-CREATE OR REPLACE FUNCTION pgrag.chunk_terms(p_corpus bigint, p_chunks bigint[])
+CREATE OR REPLACE FUNCTION pgrag_internal.chunk_terms(p_corpus bigint, p_chunks bigint[])
 RETURNS TABLE (chunk_id bigint, term text, pos integer)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -69,7 +69,7 @@ AS $$
     SELECT c.chunk_id, t.term, t.pos::integer
     FROM pgrag.chunk c
     JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
-    CROSS JOIN LATERAL unnest(pgrag.tokenize(pgrag.chunk_search_text(d.title, c.text)))
+    CROSS JOIN LATERAL unnest(pgrag.tokenize(pgrag_internal.chunk_search_text(d.title, c.text)))
          WITH ORDINALITY AS t(term, pos)
     WHERE c.corpus_id = p_corpus AND c.chunk_id = ANY (p_chunks)
 $$;
@@ -78,7 +78,7 @@ $$;
 -- window of w tokens over each chunk's token stream; every window adds 1 to each
 -- pair of distinct tokens it holds. A stream shorter than w is one window. Computed
 -- from the stored postings, so a chunk's contribution can be subtracted exactly.
-CREATE OR REPLACE FUNCTION pgrag.chunk_edge_counts(p_corpus bigint, p_chunks bigint[])
+CREATE OR REPLACE FUNCTION pgrag_internal.chunk_edge_counts(p_corpus bigint, p_chunks bigint[])
 RETURNS TABLE (token_a bigint, token_b bigint, weight bigint)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -107,7 +107,7 @@ $$;
 -- chunk_edge_counts's rather than wrapping it both ways: summing these for the
 -- ingest costs it a quarter more (measured on 2,000 2Wiki chunks). A test holds
 -- the two in step (tests/integration/test_delta.py).
-CREATE OR REPLACE FUNCTION pgrag.chunk_edge_counts_by_chunk(p_corpus bigint, p_chunks bigint[])
+CREATE OR REPLACE FUNCTION pgrag_internal.chunk_edge_counts_by_chunk(p_corpus bigint, p_chunks bigint[])
 RETURNS TABLE (chunk_id bigint, token_a bigint, token_b bigint, weight bigint)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -131,7 +131,7 @@ AS $$
     SELECT chunk_id, ta, tb, count(*) FROM pairs GROUP BY chunk_id, ta, tb
 $$;
 
-CREATE OR REPLACE FUNCTION pgrag.bump_graph_version(p_corpus bigint) RETURNS bigint
+CREATE OR REPLACE FUNCTION pgrag_internal.bump_graph_version(p_corpus bigint) RETURNS bigint
 LANGUAGE sql
 SET search_path FROM CURRENT
 AS $$
@@ -142,13 +142,13 @@ $$;
 
 -- Add the given (freshly inserted) chunks to the vocabulary, postings, chunk
 -- lengths and co-occurrence graph. Callers hold the corpus write lock.
-CREATE OR REPLACE FUNCTION pgrag.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
+CREATE OR REPLACE FUNCTION pgrag_internal.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 BEGIN
     WITH terms AS MATERIALIZED (
-        SELECT * FROM pgrag.chunk_terms(p_corpus, p_chunks)
+        SELECT * FROM pgrag_internal.chunk_terms(p_corpus, p_chunks)
     ),
     vocab AS (
         INSERT INTO pgrag.token AS t (corpus_id, term, df)
@@ -167,17 +167,17 @@ BEGIN
     GROUP BY v.token_id, x.chunk_id;
 
     INSERT INTO pgrag.token_edge AS e (corpus_id, token_a, token_b, weight)
-    SELECT p_corpus, token_a, token_b, weight FROM pgrag.chunk_edge_counts(p_corpus, p_chunks)
+    SELECT p_corpus, token_a, token_b, weight FROM pgrag_internal.chunk_edge_counts(p_corpus, p_chunks)
     ON CONFLICT (corpus_id, token_a, token_b) DO UPDATE SET weight = e.weight + EXCLUDED.weight;
 
-    PERFORM pgrag.bump_graph_version(p_corpus);
+    PERFORM pgrag_internal.bump_graph_version(p_corpus);
 END
 $$;
 
 -- Remove documents' derived rows and subtract their contribution from document
 -- frequencies and edge weights, so the statistics equal a rebuild without them.
 -- With p_keep_documents the document rows stay (content is being replaced).
-CREATE OR REPLACE FUNCTION pgrag.unindex_documents(
+CREATE OR REPLACE FUNCTION pgrag_internal.unindex_documents(
     p_corpus bigint, p_documents bigint[], p_keep_documents boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql
@@ -196,12 +196,12 @@ BEGIN
     FROM pgrag.chunk c WHERE c.corpus_id = p_corpus AND c.document_id = ANY (p_documents);
 
     IF cardinality(chunks) > 0 THEN
-        v := pgrag.bump_graph_version(p_corpus);
+        v := pgrag_internal.bump_graph_version(p_corpus);
         -- The chunks' edge counts first, as values: a function that reads tables,
         -- joined in a DELETE, would be pushed into the shard by Citus.
         SELECT array_agg(x.chunk_id), array_agg(x.token_a), array_agg(x.token_b), array_agg(x.weight)
         INTO ec, ea, eb, ew
-        FROM pgrag.chunk_edge_counts_by_chunk(p_corpus, chunks) x;
+        FROM pgrag_internal.chunk_edge_counts_by_chunk(p_corpus, chunks) x;
         -- What a cached ranking index needs to apply this removal as a delta
         -- (pgrag.postings.advance): the chunks, the tokens they held and what
         -- each added to each edge. Every chunk, those without tokens too: each
@@ -271,14 +271,14 @@ LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     docs bigint[];
 BEGIN
     PERFORM pg_advisory_xact_lock(74142471, cid::int);
     SELECT coalesce(array_agg(d.document_id), '{}') INTO docs
     FROM pgrag.document d WHERE d.corpus_id = cid AND d.external_id = ANY (ids);
     IF cardinality(docs) > 0 THEN
-        PERFORM pgrag.unindex_documents(cid, docs, false);
+        PERFORM pgrag_internal.unindex_documents(cid, docs, false);
     END IF;
     RETURN cardinality(docs);
 END
@@ -288,7 +288,7 @@ $$;
 -- embedding cast to the corpus's dimension; built after a corpus's first bulk load
 -- (faster than row by row). p_table comes from pgrag's code, never from input, and
 -- is checked against the two tables that have embeddings.
-CREATE OR REPLACE FUNCTION pgrag.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
+CREATE OR REPLACE FUNCTION pgrag_internal.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
@@ -311,17 +311,17 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgrag.ensure_chunk_index(p_corpus bigint) RETURNS void
+CREATE OR REPLACE FUNCTION pgrag_internal.ensure_chunk_index(p_corpus bigint) RETURNS void
 LANGUAGE sql
 SET search_path FROM CURRENT
-AS $$ SELECT pgrag.ensure_hnsw_index(p_corpus, 'chunk') $$;
+AS $$ SELECT pgrag_internal.ensure_hnsw_index(p_corpus, 'chunk') $$;
 
 CREATE OR REPLACE FUNCTION pgrag.drop_corpus(corpus text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
 BEGIN
     EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'chunk_embedding_hnsw_' || cid);
     EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'triple_embedding_hnsw_' || cid);
@@ -334,7 +334,7 @@ $$;
 -- The sentences of one hit's span (its chunk's first to last sentence): their
 -- ordinals and offsets into the body, as three arrays in one row, so that a hit
 -- and its sentences come back in one statement (named queries hits, dense_hits).
-CREATE OR REPLACE FUNCTION pgrag.hit_sentences(p_corpus bigint, p_document bigint, p_first integer, p_last integer,
+CREATE OR REPLACE FUNCTION pgrag_internal.hit_sentences(p_corpus bigint, p_document bigint, p_first integer, p_last integer,
                                                OUT ordinals integer[], OUT starts integer[], OUT ends integer[])
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -346,7 +346,7 @@ AS $$
 $$;
 
 -- A ranked hit list with its provenance: chunk -> document, offsets into the body.
-CREATE OR REPLACE FUNCTION pgrag.hits(p_corpus bigint, p_chunks bigint[], p_scores float8[])
+CREATE OR REPLACE FUNCTION pgrag_internal.hits(p_corpus bigint, p_chunks bigint[], p_scores float8[])
 RETURNS SETOF pgrag.hit
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -370,7 +370,7 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     ids bigint[];
     scores float8[];
 BEGIN
@@ -399,7 +399,7 @@ BEGIN
     )
     SELECT array_agg(x.chunk_id ORDER BY x.score DESC, x.chunk_id), array_agg(x.score ORDER BY x.score DESC, x.chunk_id)
     INTO ids, scores FROM scored x;
-    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+    RETURN QUERY SELECT * FROM pgrag_internal.hits(cid, ids, scores);
 END
 $$;
 
@@ -410,7 +410,7 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     dim integer;
     ids bigint[];
     scores float8[];
@@ -439,7 +439,7 @@ BEGIN
         INTO ids, scores
         USING cid, query_embedding, greatest(k, 0);
     PERFORM set_config('hnsw.ef_search', coalesce(previous_ef, '40'), true);
-    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+    RETURN QUERY SELECT * FROM pgrag_internal.hits(cid, ids, scores);
 END
 $$;
 
@@ -466,7 +466,7 @@ AS $$
     )
     SELECT h.* FROM (SELECT array_agg(chunk_id ORDER BY score DESC, chunk_id) AS ids,
                             array_agg(score ORDER BY score DESC, chunk_id) AS scores FROM fused) a
-    CROSS JOIN LATERAL pgrag.hits(pgrag.corpus_id(corpus), a.ids, a.scores) h
+    CROSS JOIN LATERAL pgrag_internal.hits(pgrag_internal.corpus_id(corpus), a.ids, a.scores) h
 $$;
 
 -- Sentences of a chunk with their offsets (provenance below chunk level).
@@ -478,7 +478,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
 BEGIN
     RETURN QUERY
     SELECT s.ordinal, s.char_start, s.char_end, s.text
@@ -501,7 +501,7 @@ $$;
 -- the paper's "no BM25" ablation). Sorted by rho, the pool is the shortest prefix
 -- whose cumulative rho reaches p_threshold of the total; a pool of at most
 -- p_max_pool chunks. `candidates` is the number of candidates before pooling.
-CREATE OR REPLACE FUNCTION pgrag.tigrag_pool(p_corpus bigint, p_tokens bigint[], p_weights float8[],
+CREATE OR REPLACE FUNCTION pgrag_internal.tigrag_pool(p_corpus bigint, p_tokens bigint[], p_weights float8[],
                                              p_query_tokens bigint[], p_threshold float8 DEFAULT 0.8,
                                              p_bm25 boolean DEFAULT true, p_max_pool integer DEFAULT 1000,
                                              k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.75)
@@ -559,7 +559,7 @@ $$;
 -- Cosine similarity of chunks to a set of query embeddings: the best over the
 -- set, and which embedding (1-based) gave it (§3.6 rerank; §3.7 uses one
 -- embedding per "question + entity").
-CREATE OR REPLACE FUNCTION pgrag.chunk_cosines(p_corpus bigint, p_chunks bigint[], p_embeddings vector[])
+CREATE OR REPLACE FUNCTION pgrag_internal.chunk_cosines(p_corpus bigint, p_chunks bigint[], p_embeddings vector[])
 RETURNS TABLE (chunk_id bigint, cosine float8, best integer)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
@@ -575,7 +575,7 @@ $$;
 -- pgrag/graph.py (uniform restart over the seeds that are in the vocabulary,
 -- dangling mass back to the seeds, stop when the L1 change < tolerance), for
 -- callers that only have SQL. Slower than scipy; see docs/BENCHMARKS.md.
-CREATE OR REPLACE FUNCTION pgrag.ppr_sql(corpus text, seeds text[], damping float8 DEFAULT 0.5,
+CREATE OR REPLACE FUNCTION pgrag_internal.ppr_sql(corpus text, seeds text[], damping float8 DEFAULT 0.5,
                                          top integer DEFAULT 100, tolerance float8 DEFAULT 1e-6,
                                          max_iterations integer DEFAULT 100)
 RETURNS TABLE (term text, score float8)
@@ -583,7 +583,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     n_seeds integer;
     residual float8;
     lost float8;
@@ -672,7 +672,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     dim integer;
     seeds text[];
     query_tokens bigint[];
@@ -703,20 +703,20 @@ BEGIN
     FROM unnest(ppr_terms, ppr_scores) AS p(term, score)
     JOIN pgrag.token t ON t.corpus_id = cid AND t.term = p.term;
     WITH pool AS (
-        SELECT * FROM pgrag.tigrag_pool(cid, tokens, weights, query_tokens, threshold, true, max_pool)
+        SELECT * FROM pgrag_internal.tigrag_pool(cid, tokens, weights, query_tokens, threshold, true, max_pool)
     ),
     ranked AS (
         SELECT p.chunk_id,
                c.cosine + graph_weight * p.rho / (SELECT max(rho) FROM pool) AS score
         FROM pool p
-        JOIN pgrag.chunk_cosines(cid, (SELECT array_agg(chunk_id) FROM pool), ARRAY[query_embedding]) c
+        JOIN pgrag_internal.chunk_cosines(cid, (SELECT array_agg(chunk_id) FROM pool), ARRAY[query_embedding]) c
              ON c.chunk_id = p.chunk_id
         ORDER BY score DESC, p.chunk_id
         LIMIT greatest(k, 0)
     )
     SELECT array_agg(chunk_id ORDER BY score DESC, chunk_id), array_agg(score ORDER BY score DESC, chunk_id)
     INTO ids, scores FROM ranked;
-    RETURN QUERY SELECT * FROM pgrag.hits(cid, ids, scores);
+    RETURN QUERY SELECT * FROM pgrag_internal.hits(cid, ids, scores);
 END
 $$;
 
@@ -724,10 +724,10 @@ $$;
 -- Triples and propositions (T2RAG's retrieval unit)
 -- ---------------------------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION pgrag.ensure_triple_index(p_corpus bigint) RETURNS void
+CREATE OR REPLACE FUNCTION pgrag_internal.ensure_triple_index(p_corpus bigint) RETURNS void
 LANGUAGE sql
 SET search_path FROM CURRENT
-AS $$ SELECT pgrag.ensure_hnsw_index(p_corpus, 'triple') $$;
+AS $$ SELECT pgrag_internal.ensure_hnsw_index(p_corpus, 'triple') $$;
 
 -- Propositions by descending similarity to any of the query embeddings (one
 -- global pool; a proposition's score is its best cosine over the queries), taken
@@ -743,7 +743,7 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    cid bigint := pgrag.corpus_id(corpus);
+    cid bigint := pgrag_internal.corpus_id(corpus);
     dim integer;
     depth integer := greatest(unique_chunks, 1) * 40;
     previous_ef text;
@@ -820,7 +820,7 @@ $$;
 -- reciprocal rank fusion of dense and BM25 chunk lists instead (pgrag.hybrid).
 -- Chunks are fetched 4 deep per document so that documents with several chunks
 -- do not crowd the list.
-CREATE OR REPLACE FUNCTION pgrag.cirag_documents(corpus text, query_embedding vector,
+CREATE OR REPLACE FUNCTION pgrag_internal.cirag_documents(corpus text, query_embedding vector,
                                                  documents integer DEFAULT 10, query text DEFAULT NULL)
 RETURNS TABLE (rank integer, document_id bigint, score float8, chunk_id bigint)
 LANGUAGE sql STABLE
@@ -851,7 +851,7 @@ $$;
 -- source sentence (pgrag.sentence holding the triple's start; its text, or the
 -- triple's own span of the body when no stored sentence holds it). `extractor`
 -- NULL takes the triples of every extractor.
-CREATE OR REPLACE FUNCTION pgrag.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[],
+CREATE OR REPLACE FUNCTION pgrag_internal.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[],
                                                   candidates integer DEFAULT 30, extractor text DEFAULT NULL)
 RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
                proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
@@ -894,7 +894,7 @@ $$;
 
 -- By name (the SQL API); the corpus id is resolved first and passed as a value,
 -- so that on Citus every statement routes to the one worker holding the corpus.
-CREATE OR REPLACE FUNCTION pgrag.cirag_triples(corpus text, query_embedding vector, document_ids bigint[],
+CREATE OR REPLACE FUNCTION pgrag_internal.cirag_triples(corpus text, query_embedding vector, document_ids bigint[],
                                                candidates integer DEFAULT 30, extractor text DEFAULT NULL)
 RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predicate text, object text,
                proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer,
@@ -903,7 +903,7 @@ RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predi
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT * FROM pgrag.cirag_triples_in(pgrag.corpus_id(corpus), query_embedding, document_ids, candidates, extractor)
+    SELECT * FROM pgrag_internal.cirag_triples_in(pgrag_internal.corpus_id(corpus), query_embedding, document_ids, candidates, extractor)
 $$;
 
 -- Construction in one call, for SQL callers: the triples of the top-K documents
@@ -920,9 +920,9 @@ RETURNS TABLE (rank integer, triple_id bigint, score float8, subject text, predi
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT * FROM pgrag.cirag_triples(
+    SELECT * FROM pgrag_internal.cirag_triples(
         corpus, query_embedding,
-        ARRAY(SELECT d.document_id FROM pgrag.cirag_documents(corpus, query_embedding, documents) d ORDER BY d.rank),
+        ARRAY(SELECT d.document_id FROM pgrag_internal.cirag_documents(corpus, query_embedding, documents) d ORDER BY d.rank),
         candidates, extractor)
 $$;
 
@@ -940,8 +940,8 @@ $$;
 -- against a fixed list, the corpus id is a bigint, the dimension comes from
 -- pgrag.corpus) and search_path is fixed, so running it as the owner is safe.
 -- Re-applied here because CREATE OR REPLACE above resets it to INVOKER.
-ALTER FUNCTION pgrag.ensure_hnsw_index(bigint, text) SECURITY DEFINER;
-REVOKE EXECUTE ON FUNCTION pgrag.ensure_hnsw_index(bigint, text) FROM PUBLIC;
+ALTER FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) SECURITY DEFINER;
+REVOKE EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) FROM PUBLIC;
 
 -- Read access: the schema, every table (current ones, and through default
 -- privileges those later migrations add), temporary tables (pgrag.ppr uses them)
@@ -955,6 +955,8 @@ DECLARE
                            WHERE e.extname = 'vector');
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA pgrag TO %I', role_name);
+    -- the public functions call their helpers there, as the caller
+    EXECUTE format('GRANT USAGE ON SCHEMA pgrag_internal TO %I', role_name);
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', vector_schema, role_name);
     EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA pgrag TO %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag GRANT SELECT ON TABLES TO %I', role_name);
@@ -977,7 +979,7 @@ BEGIN
     EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgrag TO %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag GRANT INSERT, UPDATE, DELETE ON TABLES TO %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag GRANT USAGE, SELECT ON SEQUENCES TO %I', role_name);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION pgrag.ensure_hnsw_index(bigint, text) TO %I', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) TO %I', role_name);
 END
 $$;
 
@@ -991,8 +993,9 @@ BEGIN
     EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgrag FROM %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag REVOKE ALL ON TABLES FROM %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag REVOKE ALL ON SEQUENCES FROM %I', role_name);
-    EXECUTE format('REVOKE EXECUTE ON FUNCTION pgrag.ensure_hnsw_index(bigint, text) FROM %I', role_name);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) FROM %I', role_name);
     EXECUTE format('REVOKE USAGE ON SCHEMA pgrag FROM %I', role_name);
+    EXECUTE format('REVOKE USAGE ON SCHEMA pgrag_internal FROM %I', role_name);
     EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM %I', current_database(), role_name);
     DELETE FROM pgrag.corpus_acl a WHERE a.role_name = revoke_role.role_name;
 END
@@ -1009,7 +1012,7 @@ BEGIN
         RAISE EXCEPTION 'pgrag: role % does not exist', quote_ident(role_name) USING ERRCODE = '42704';
     END IF;
     INSERT INTO pgrag.corpus_acl (corpus_id, role_name)
-    VALUES (pgrag.corpus_id(corpus), grant_corpus.role_name)
+    VALUES (pgrag_internal.corpus_id(corpus), grant_corpus.role_name)
     ON CONFLICT DO NOTHING;
 END
 $$;
@@ -1019,7 +1022,7 @@ LANGUAGE sql
 SET search_path FROM CURRENT
 AS $$
     DELETE FROM pgrag.corpus_acl a
-    WHERE a.corpus_id = pgrag.corpus_id(corpus) AND a.role_name = revoke_corpus.role_name
+    WHERE a.corpus_id = pgrag_internal.corpus_id(corpus) AND a.role_name = revoke_corpus.role_name
 $$;
 
 -- Row-level security by corpus on every pgrag table. A corpus row is visible to
@@ -1037,7 +1040,7 @@ $$;
 -- access list is a reference table, present on every node, and reading it from
 -- a shard query needs citus.allow_nested_distributed_execution, set on that one
 -- function only (safe: a reference table's placement is local everywhere).
-CREATE OR REPLACE FUNCTION pgrag.is_role_member(role_name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION pgrag_internal.is_role_member(role_name text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -1045,13 +1048,13 @@ AS $$
                    WHERE r.rolname = is_role_member.role_name AND pg_catalog.pg_has_role(r.oid, 'MEMBER'))
 $$;
 
-CREATE OR REPLACE FUNCTION pgrag.corpus_visible(p_corpus bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION pgrag_internal.corpus_visible(p_corpus bigint) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 SET citus.allow_nested_distributed_execution = on
 AS $$
     SELECT EXISTS (SELECT 1 FROM pgrag.corpus_acl a
-                   WHERE a.corpus_id = p_corpus AND pgrag.is_role_member(a.role_name))
+                   WHERE a.corpus_id = p_corpus AND pgrag_internal.is_role_member(a.role_name))
 $$;
 
 CREATE OR REPLACE FUNCTION pgrag.enable_tenant_isolation() RETURNS integer
@@ -1062,7 +1065,7 @@ DECLARE
     t name;
     n integer := 0;
     citus boolean := EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus');
-    child_rule text := CASE WHEN citus THEN 'pgrag.corpus_visible(corpus_id)'
+    child_rule text := CASE WHEN citus THEN 'pgrag_internal.corpus_visible(corpus_id)'
                             ELSE 'corpus_id IN (SELECT c.corpus_id FROM pgrag.corpus c)' END;
 BEGIN
     ALTER TABLE pgrag.corpus_acl ENABLE ROW LEVEL SECURITY;
@@ -1071,8 +1074,8 @@ BEGIN
     DROP POLICY IF EXISTS pgrag_tenant ON pgrag.corpus;
     IF citus THEN
         CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
-            USING (pgrag.is_role_member(role_name)) WITH CHECK (false);
-        CREATE POLICY pgrag_tenant ON pgrag.corpus USING (pgrag.corpus_visible(corpus_id));
+            USING (pgrag_internal.is_role_member(role_name)) WITH CHECK (false);
+        CREATE POLICY pgrag_tenant ON pgrag.corpus USING (pgrag_internal.corpus_visible(corpus_id));
     ELSE
         CREATE POLICY pgrag_tenant ON pgrag.corpus_acl
             USING (role_name IN (SELECT r.rolname FROM pg_catalog.pg_roles r

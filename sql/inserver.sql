@@ -1,12 +1,12 @@
--- The SQL face of pgrag's Python: thin wrappers around pgrag._py (PL/Python,
+-- The SQL face of pgrag's Python: thin wrappers around pgrag_internal._py (PL/Python,
 -- sql/runtime_plpython.sql), the same in both kinds of server. An application in
 -- any language asks a multi-hop question in one statement, with no vector
 -- computed outside the database:
 --   SELECT rank, title, details FROM pgrag.retrieve('wiki', 'When did Lothair II''s mother die?', 'tigrag', 5);
 -- Applied by `pgrag db upgrade` after functions.sql and the runtime file.
 
--- pgrag._py's result, or its error raised with pgrag's message and SQLSTATE.
-CREATE OR REPLACE FUNCTION pgrag._checked(result jsonb) RETURNS jsonb
+-- pgrag_internal._py's result, or its error raised with pgrag's message and SQLSTATE.
+CREATE OR REPLACE FUNCTION pgrag_internal._checked(result jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
 SET search_path FROM CURRENT
 AS $$
@@ -32,7 +32,7 @@ SET search_path FROM CURRENT
 AS $$
     SELECT h.rank, h.chunk_id, h.score, h.document_id, h.external_id, h.title, h.chunk_ordinal,
            h.first_sentence, h.last_sentence, h.char_start, h.char_end, h.text, h.details
-    FROM jsonb_to_recordset(pgrag._checked(pgrag._py('retrieve', jsonb_build_object(
+    FROM jsonb_to_recordset(pgrag_internal._checked(pgrag_internal._py('retrieve', jsonb_build_object(
              'corpus', corpus, 'question', question, 'method', method, 'k', k, 'options', options))) -> 'hits')
          AS h(rank integer, chunk_id bigint, score float8, document_id bigint, external_id text, title text,
               chunk_ordinal integer, first_sentence integer, last_sentence integer, char_start integer,
@@ -48,7 +48,7 @@ RETURNS jsonb
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT pgrag._checked(pgrag._py('retrieve', jsonb_build_object(
+    SELECT pgrag_internal._checked(pgrag_internal._py('retrieve', jsonb_build_object(
         'corpus', corpus, 'question', question, 'method', method, 'k', k, 'options', options, 'trace', true)))
 $$;
 
@@ -58,12 +58,12 @@ CREATE OR REPLACE FUNCTION pgrag.embed(corpus text, input text) RETURNS vector
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT (pgrag._checked(pgrag._py('embed', jsonb_build_object('corpus', corpus, 'text', input))) ->> 'vector')::vector
+    SELECT (pgrag_internal._checked(pgrag_internal._py('embed', jsonb_build_object('corpus', corpus, 'text', input))) ->> 'vector')::vector
 $$;
 
 -- Personalized PageRank over the token graph: scipy in the server (the graph
 -- cached per backend, keyed by graph version) where PL/Python is present, else
--- the pure-SQL power iteration (pgrag.ppr_sql). Same results either way.
+-- the pure-SQL power iteration (pgrag_internal.ppr_sql). Same results either way.
 CREATE OR REPLACE FUNCTION pgrag.ppr(corpus text, seeds text[], damping float8 DEFAULT 0.5,
                                      top integer DEFAULT 100, tolerance float8 DEFAULT 1e-6,
                                      max_iterations integer DEFAULT 100)
@@ -73,12 +73,12 @@ SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF pgrag.runtime() IS NULL THEN
-        RETURN QUERY SELECT * FROM pgrag.ppr_sql(corpus, seeds, damping, top, tolerance, max_iterations);
+        RETURN QUERY SELECT * FROM pgrag_internal.ppr_sql(corpus, seeds, damping, top, tolerance, max_iterations);
         RETURN;
     END IF;
     RETURN QUERY
     SELECT r.term, r.score
-    FROM jsonb_to_recordset(pgrag._checked(pgrag._py('ppr', jsonb_build_object(
+    FROM jsonb_to_recordset(pgrag_internal._checked(pgrag_internal._py('ppr', jsonb_build_object(
              'corpus', corpus, 'seeds', seeds, 'damping', damping, 'top', top, 'tolerance', tolerance,
              'max_iterations', max_iterations))) -> 'rows') AS r(term text, score float8);
 END
@@ -92,7 +92,7 @@ CREATE OR REPLACE FUNCTION pgrag.index(corpus text) RETURNS jsonb
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT pgrag._checked(pgrag._py('index', jsonb_build_object('corpus', corpus)))
+    SELECT pgrag_internal._checked(pgrag_internal._py('index', jsonb_build_object('corpus', corpus)))
 $$;
 
 -- An answering method's answer with its evidence (t2rag, threadrag, cirag, or any
@@ -111,7 +111,7 @@ SET search_path FROM CURRENT
 AS $$
     SELECT r ->> 'answer', r -> 'hits', r -> 'trace', (r ->> 'llm_calls')::integer,
            (r ->> 'prompt_tokens')::integer, (r ->> 'completion_tokens')::integer, r ->> 'finish'
-    FROM pgrag._checked(pgrag._py('answer', jsonb_build_object(
+    FROM pgrag_internal._checked(pgrag_internal._py('answer', jsonb_build_object(
              'corpus', corpus, 'question', question, 'method', method, 'options', options))) AS r
 $$;
 
@@ -123,7 +123,7 @@ LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
     SELECT s.setting, s.value, s.source
-    FROM jsonb_to_recordset(pgrag._checked(pgrag._py('llm_settings', '{}'::jsonb)) -> 'rows')
+    FROM jsonb_to_recordset(pgrag_internal._checked(pgrag_internal._py('llm_settings', '{}'::jsonb)) -> 'rows')
          AS s(setting text, value text, source text)
 $$;
 
@@ -136,7 +136,7 @@ CREATE OR REPLACE FUNCTION pgrag.threadrag_index(corpus text) RETURNS jsonb
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT pgrag._checked(pgrag._py('threadrag_index', jsonb_build_object('corpus', corpus)))
+    SELECT pgrag_internal._checked(pgrag_internal._py('threadrag_index', jsonb_build_object('corpus', corpus)))
 $$;
 
 -- Stop maintaining ThreadRAG's semantic nodes for a corpus (later ingests skip
@@ -147,7 +147,7 @@ CREATE OR REPLACE FUNCTION pgrag.threadrag_disable(corpus text, drop boolean DEF
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT pgrag._checked(pgrag._py('threadrag_disable', jsonb_build_object('corpus', corpus, 'drop', drop)))
+    SELECT pgrag_internal._checked(pgrag_internal._py('threadrag_disable', jsonb_build_object('corpus', corpus, 'drop', drop)))
 $$;
 
 -- Triples and their proposition embeddings for the chunks not yet processed by
@@ -159,5 +159,5 @@ CREATE OR REPLACE FUNCTION pgrag.extract(corpus text, triples text DEFAULT 'spac
 LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-    SELECT pgrag._checked(pgrag._py('extract', jsonb_build_object('corpus', corpus, 'triples', triples)))
+    SELECT pgrag_internal._checked(pgrag_internal._py('extract', jsonb_build_object('corpus', corpus, 'triples', triples)))
 $$;

@@ -118,7 +118,7 @@ WHERE corpus_id = %(corpus_id)s AND document_id = %(document_id)s;
 
 -- name: unindex_documents
 -- Remove derived rows of documents, keeping or deleting the document rows.
-SELECT pgrag.unindex_documents(%(corpus_id)s, %(document_ids)s::bigint[], %(keep)s);
+SELECT pgrag_internal.unindex_documents(%(corpus_id)s, %(document_ids)s::bigint[], %(keep)s);
 
 -- name: allocate_chunk_ids
 -- Reserve chunk ids so that entities can reference chunks in the same COPY batch.
@@ -127,7 +127,7 @@ FROM generate_series(1, %(n)s);
 
 -- name: index_chunks
 -- Postings, document frequencies and co-occurrence edges of new chunks.
-SELECT pgrag.index_chunks(%(corpus_id)s, %(chunk_ids)s::bigint[]);
+SELECT pgrag_internal.index_chunks(%(corpus_id)s, %(chunk_ids)s::bigint[]);
 
 -- name: mark_indexed
 -- Record that documents' derived rows match their content.
@@ -136,7 +136,7 @@ WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[
 
 -- name: ensure_chunk_index
 -- Build the corpus's HNSW index if it does not exist yet.
-SELECT pgrag.ensure_chunk_index(%(corpus_id)s);
+SELECT pgrag_internal.ensure_chunk_index(%(corpus_id)s);
 
 -- name: delete_documents
 -- Delete documents by external id with everything derived from them (SQL pgrag.delete_documents).
@@ -159,7 +159,7 @@ SELECT * FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s);
 -- pgrag.dense's hits, each with its sentences (as the hits query).
 SELECT h.*, s.ordinals, s.starts, s.ends
 FROM pgrag.dense(%(corpus)s, %(embedding)s, %(k)s) h
-CROSS JOIN LATERAL pgrag.hit_sentences(pgrag.corpus_id(%(corpus)s), h.document_id, h.first_sentence,
+CROSS JOIN LATERAL pgrag_internal.hit_sentences(pgrag_internal.corpus_id(%(corpus)s), h.document_id, h.first_sentence,
                                        h.last_sentence) s
 ORDER BY h.rank;
 
@@ -217,14 +217,14 @@ WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s);
 -- Hits with provenance for given chunks and scores, in the given order, each with
 -- its sentences (pgrag.hit's columns, then ordinals, starts, ends: results.Hit.from_row).
 SELECT h.*, s.ordinals, s.starts, s.ends
-FROM pgrag.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s) h
-CROSS JOIN LATERAL pgrag.hit_sentences(%(corpus_id)s, h.document_id, h.first_sentence, h.last_sentence) s
+FROM pgrag_internal.hits(%(corpus_id)s, %(chunk_ids)s, %(scores)s) h
+CROSS JOIN LATERAL pgrag_internal.hit_sentences(%(corpus_id)s, h.document_id, h.first_sentence, h.last_sentence) s
 ORDER BY h.rank;
 
 -- name: ppr
 -- Personalized PageRank over the token graph, in pure SQL (pgrag.ppr uses scipy
 -- in the server when it has PL/Python).
-SELECT term, score FROM pgrag.ppr_sql(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
+SELECT term, score FROM pgrag_internal.ppr_sql(%(corpus)s, %(seeds)s, %(damping)s, %(top)s, %(tolerance)s, %(max_iterations)s);
 
 -- name: tigrag
 -- Single-hop TIGRAG in SQL.
@@ -276,7 +276,7 @@ ON CONFLICT (corpus_id, chunk_id, extractor) DO NOTHING;
 
 -- name: ensure_triple_index
 -- The corpus's HNSW index on proposition embeddings (created once).
-SELECT pgrag.ensure_triple_index(%(corpus_id)s);
+SELECT pgrag_internal.ensure_triple_index(%(corpus_id)s);
 
 -- name: propositions
 -- Propositions by similarity until they cover N distinct chunks (one or more query embeddings).
@@ -292,11 +292,11 @@ SELECT EXISTS (SELECT 1 FROM pgrag.chunk_entity WHERE corpus_id = %(corpus_id)s)
 
 -- name: cirag_documents
 -- CIRAG construction: the top-K documents for a query (best chunk cosine, or fused with BM25 given text).
-SELECT rank, document_id, score, chunk_id FROM pgrag.cirag_documents(%(corpus)s, %(embedding)s, %(documents)s, %(query)s);
+SELECT rank, document_id, score, chunk_id FROM pgrag_internal.cirag_documents(%(corpus)s, %(embedding)s, %(documents)s, %(query)s);
 
 -- name: cirag_triples
 -- CIRAG construction: the documents' triples ranked by cosine to the query, top N, with provenance.
-SELECT * FROM pgrag.cirag_triples(%(corpus)s, %(embedding)s, %(document_ids)s::bigint[], %(candidates)s, %(extractor)s);
+SELECT * FROM pgrag_internal.cirag_triples(%(corpus)s, %(embedding)s, %(document_ids)s::bigint[], %(candidates)s, %(extractor)s);
 
 -- name: cirag_unextracted
 -- Chunks of some documents that an extractor has not processed yet.
@@ -532,11 +532,11 @@ SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
 
 -- name: record_python_path
 -- Where the server's PL/Python imports pgrag from (the schema owner only).
-SELECT pgrag._record_python_path(%(paths)s::text[]);
+SELECT pgrag_internal._record_python_path(%(paths)s::text[]);
 
 -- name: runtime_facts
 -- The in-server runtime's language (NULL without one) and the recorded import paths.
-SELECT pgrag.runtime(), pgrag._python_path();
+SELECT pgrag.runtime(), pgrag_internal._python_path();
 
 -- name: retrieve_sql
 -- Any registered method through the in-server runtime (pgrag bench --via sql).
@@ -731,7 +731,7 @@ FROM unnest(%(item_ids)s::bigint[]) AS x(item_id);
 
 -- name: follow_source
 -- The source table's current rows for some keys (absent keys have no row).
-SELECT source_key, title, body, metadata FROM pgrag.follow_source(%(corpus_id)s, %(keys)s::text[]);
+SELECT source_key, title, body, metadata FROM pgrag_internal.follow_source(%(corpus_id)s, %(keys)s::text[]);
 
 -- name: follow_done
 -- Delete processed queue items.
@@ -839,7 +839,7 @@ WHERE corpus_id = %(corpus_id)s AND chunk_id > %(after)s ORDER BY chunk_id;
 
 -- name: removals_since
 -- Chunks removed after a graph version, with the tokens they held and what each
--- added to each edge (token_a < token_b, weight), as pgrag.unindex_documents logged them.
+-- added to each edge (token_a < token_b, weight), as pgrag_internal.unindex_documents logged them.
 SELECT chunk_id, tokens, edge_a, edge_b, edge_w FROM pgrag.chunk_removal
 WHERE corpus_id = %(corpus_id)s AND version > %(since)s ORDER BY chunk_id;
 
@@ -859,8 +859,8 @@ SELECT chunk_id, token_id, tf FROM pgrag.chunk_token
 WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s::bigint[]);
 
 -- name: edges_of_chunks
--- What some chunks add to the co-occurrence edges (as pgrag.index_chunks adds it).
-SELECT token_a, token_b, weight FROM pgrag.chunk_edge_counts(%(corpus_id)s, %(chunk_ids)s::bigint[]);
+-- What some chunks add to the co-occurrence edges (as pgrag_internal.index_chunks adds it).
+SELECT token_a, token_b, weight FROM pgrag_internal.chunk_edge_counts(%(corpus_id)s, %(chunk_ids)s::bigint[]);
 
 -- name: chunk_vectors
 -- results: binary
@@ -875,22 +875,23 @@ ORDER BY chunk_id;
 SELECT embedding_dim FROM pgrag.corpus WHERE corpus_id = %(corpus_id)s;
 
 -- name: schema_surface
--- What schema pgrag offers, one line each in a stable order: its functions with
--- their identity arguments and results, then its tables, views and types with
--- their columns (`pgrag db schema`; sql/schema.sql holds it for review).
+-- What schemas pgrag (the API) and pgrag_internal (its helpers) hold, one line
+-- each in a stable order: functions with their identity arguments and results,
+-- then tables, views and types with their columns (`pgrag db schema`;
+-- sql/schema.sql holds it for review).
 SELECT line FROM (
-    SELECT 1 AS part, 'function pgrag.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid)
-           || ') RETURNS ' || pg_get_function_result(p.oid) AS line
+    SELECT 1 AS part, 'function ' || n.nspname || '.' || p.proname || '('
+           || pg_get_function_identity_arguments(p.oid) || ') RETURNS ' || pg_get_function_result(p.oid) AS line
     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-    WHERE n.nspname = 'pgrag'
+    WHERE n.nspname IN ('pgrag', 'pgrag_internal')
     UNION ALL
-    SELECT 2, CASE c.relkind WHEN 'v' THEN 'view' WHEN 'c' THEN 'type' ELSE 'table' END || ' pgrag.' || c.relname
-           || ' (' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
-           || ')'
+    SELECT 2, CASE c.relkind WHEN 'v' THEN 'view' WHEN 'c' THEN 'type' ELSE 'table' END || ' ' || n.nspname || '.'
+           || c.relname || ' ('
+           || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) || ')'
     FROM pg_class c
     JOIN pg_namespace n ON n.oid = c.relnamespace
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-    WHERE n.nspname = 'pgrag' AND c.relkind IN ('r', 'p', 'v', 'c')
-    GROUP BY c.relname, c.relkind
+    WHERE n.nspname IN ('pgrag', 'pgrag_internal') AND c.relkind IN ('r', 'p', 'v', 'c')
+    GROUP BY n.nspname, c.relname, c.relkind
 ) s
 ORDER BY part, line COLLATE "C";

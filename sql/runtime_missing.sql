@@ -3,7 +3,7 @@
 -- what to do instead. The pure-SQL functions (bm25, dense, hybrid, tigrag with a
 -- vector, ppr) keep working. Applied by `pgrag db upgrade` instead of
 -- runtime_plpython.sql.
-CREATE OR REPLACE FUNCTION pgrag._py(call text, payload jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION pgrag_internal._py(call text, payload jsonb) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -19,5 +19,5 @@ CREATE OR REPLACE FUNCTION pgrag.runtime() RETURNS text
 LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$ SELECT NULL::text $$;
 
 -- No runtime, so nothing is imported from anywhere.
-CREATE OR REPLACE FUNCTION pgrag._python_path() RETURNS text[]
+CREATE OR REPLACE FUNCTION pgrag_internal._python_path() RETURNS text[]
 LANGUAGE sql IMMUTABLE SET search_path FROM CURRENT AS $$ SELECT NULL::text[] $$;

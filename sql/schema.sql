@@ -1,28 +1,14 @@
--- The SQL surface of schema pgrag at the latest migration, one object a line:
+-- The SQL surface at the latest migration, one object a line: schema pgrag (the
+-- API) and schema pgrag_internal (the helpers behind it, not granted to PUBLIC);
 -- functions with their arguments and results, then tables, views and types.
 -- `pgrag db schema > sql/schema.sql` writes it; tests/migration/test_migrations.py
 -- checks it against a migrated database, so every change to the surface shows in
 -- review. README "SQL reference" says which functions are the stable API.
--- function pgrag._checked(result jsonb) RETURNS jsonb
--- function pgrag._py(call text, payload jsonb) RETURNS jsonb
--- function pgrag._python_path() RETURNS text[]
--- function pgrag._record_python_path(paths text[]) RETURNS void
 -- function pgrag.answer(corpus text, question text, method text, options jsonb) RETURNS TABLE(answer text, hits jsonb, trace jsonb, llm_calls integer, prompt_tokens integer, completion_tokens integer, finish text)
 -- function pgrag.attach(corpus text, source text, id_column text, text_column text, title_column text, metadata_columns text[], triples text, embedding_model text, embedding_dim integer, max_attempts integer, retry_seconds double precision) RETURNS bigint
 -- function pgrag.bm25(corpus text, query text, k integer, k1 double precision, b double precision) RETURNS SETOF pgrag.hit
--- function pgrag.bump_graph_version(p_corpus bigint) RETURNS bigint
--- function pgrag.chunk_cosines(p_corpus bigint, p_chunks bigint[], p_embeddings vector[]) RETURNS TABLE(chunk_id bigint, cosine double precision, best integer)
--- function pgrag.chunk_edge_counts(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(token_a bigint, token_b bigint, weight bigint)
--- function pgrag.chunk_edge_counts_by_chunk(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(chunk_id bigint, token_a bigint, token_b bigint, weight bigint)
--- function pgrag.chunk_search_text(title text, chunk_text text) RETURNS text
 -- function pgrag.chunk_sentences(corpus text, p_chunk bigint) RETURNS TABLE(ordinal integer, char_start integer, char_end integer, text text)
--- function pgrag.chunk_terms(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(chunk_id bigint, term text, pos integer)
 -- function pgrag.cirag_candidates(corpus text, query_embedding vector, documents integer, candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
--- function pgrag.cirag_documents(corpus text, query_embedding vector, documents integer, query text) RETURNS TABLE(rank integer, document_id bigint, score double precision, chunk_id bigint)
--- function pgrag.cirag_triples(corpus text, query_embedding vector, document_ids bigint[], candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
--- function pgrag.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[], candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
--- function pgrag.corpus_id(corpus text) RETURNS bigint
--- function pgrag.corpus_visible(p_corpus bigint) RETURNS boolean
 -- function pgrag.delete_documents(corpus text, ids text[]) RETURNS integer
 -- function pgrag.dense(corpus text, query_embedding vector, k integer) RETURNS SETOF pgrag.hit
 -- function pgrag.detach(corpus text, drop_corpus boolean) RETURNS void
@@ -30,27 +16,14 @@
 -- function pgrag.drop_corpus(corpus text) RETURNS void
 -- function pgrag.embed(corpus text, input text) RETURNS vector
 -- function pgrag.enable_tenant_isolation() RETURNS integer
--- function pgrag.ensure_chunk_index(p_corpus bigint) RETURNS void
--- function pgrag.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
--- function pgrag.ensure_triple_index(p_corpus bigint) RETURNS void
 -- function pgrag.extract(corpus text, triples text) RETURNS jsonb
--- function pgrag.follow_column(p_table oid, p_label text, p_column text, OUT attname text, OUT atttypid oid) RETURNS record
--- function pgrag.follow_enqueue() RETURNS trigger
--- function pgrag.follow_error(message text) RETURNS void
--- function pgrag.follow_forget() RETURNS trigger
--- function pgrag.follow_source(p_corpus bigint, p_keys text[]) RETURNS TABLE(source_key text, title text, body text, metadata jsonb)
 -- function pgrag.grant_corpus(role_name name, corpus text) RETURNS void
 -- function pgrag.grant_reader(role_name name) RETURNS void
 -- function pgrag.grant_writer(role_name name) RETURNS void
--- function pgrag.hit_sentences(p_corpus bigint, p_document bigint, p_first integer, p_last integer, OUT ordinals integer[], OUT starts integer[], OUT ends integer[]) RETURNS record
--- function pgrag.hits(p_corpus bigint, p_chunks bigint[], p_scores double precision[]) RETURNS SETOF pgrag.hit
 -- function pgrag.hybrid(corpus text, query text, query_embedding vector, k integer, depth integer, rrf_k integer) RETURNS SETOF pgrag.hit
 -- function pgrag.index(corpus text) RETURNS jsonb
--- function pgrag.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
--- function pgrag.is_role_member(role_name text) RETURNS boolean
 -- function pgrag.llm_settings() RETURNS TABLE(setting text, value text, source text)
 -- function pgrag.ppr(corpus text, seeds text[], damping double precision, top integer, tolerance double precision, max_iterations integer) RETURNS TABLE(term text, score double precision)
--- function pgrag.ppr_sql(corpus text, seeds text[], damping double precision, top integer, tolerance double precision, max_iterations integer) RETURNS TABLE(term text, score double precision)
 -- function pgrag.propositions(corpus text, query_embedding vector, unique_chunks integer) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, external_id text, title text, char_start integer, char_end integer, query integer)
 -- function pgrag.propositions(corpus text, query_embeddings vector[], unique_chunks integer) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, external_id text, title text, char_start integer, char_end integer, query integer)
 -- function pgrag.retrieve(corpus text, question text, method text, k integer, options jsonb) RETURNS TABLE(rank integer, chunk_id bigint, score double precision, document_id bigint, external_id text, title text, chunk_ordinal integer, first_sentence integer, last_sentence integer, char_start integer, char_end integer, text text, details jsonb)
@@ -58,13 +31,41 @@
 -- function pgrag.revoke_corpus(role_name name, corpus text) RETURNS void
 -- function pgrag.revoke_role(role_name name) RETURNS void
 -- function pgrag.runtime() RETURNS text
--- function pgrag.stopwords() RETURNS text[]
 -- function pgrag.threadrag_disable(corpus text, drop boolean) RETURNS jsonb
 -- function pgrag.threadrag_index(corpus text) RETURNS jsonb
 -- function pgrag.tigrag(corpus text, question text, query_embedding vector, k integer, gamma integer, damping double precision, threshold double precision, graph_weight double precision, max_pool integer, tolerance double precision) RETURNS SETOF pgrag.hit
--- function pgrag.tigrag_pool(p_corpus bigint, p_tokens bigint[], p_weights double precision[], p_query_tokens bigint[], p_threshold double precision, p_bm25 boolean, p_max_pool integer, k1 double precision, b double precision) RETURNS TABLE(chunk_id bigint, rho double precision, candidates integer)
 -- function pgrag.tokenize(input text) RETURNS text[]
--- function pgrag.unindex_documents(p_corpus bigint, p_documents bigint[], p_keep_documents boolean) RETURNS void
+-- function pgrag_internal._checked(result jsonb) RETURNS jsonb
+-- function pgrag_internal._py(call text, payload jsonb) RETURNS jsonb
+-- function pgrag_internal._python_path() RETURNS text[]
+-- function pgrag_internal._record_python_path(paths text[]) RETURNS void
+-- function pgrag_internal.bump_graph_version(p_corpus bigint) RETURNS bigint
+-- function pgrag_internal.chunk_cosines(p_corpus bigint, p_chunks bigint[], p_embeddings vector[]) RETURNS TABLE(chunk_id bigint, cosine double precision, best integer)
+-- function pgrag_internal.chunk_edge_counts(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(token_a bigint, token_b bigint, weight bigint)
+-- function pgrag_internal.chunk_edge_counts_by_chunk(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(chunk_id bigint, token_a bigint, token_b bigint, weight bigint)
+-- function pgrag_internal.chunk_search_text(title text, chunk_text text) RETURNS text
+-- function pgrag_internal.chunk_terms(p_corpus bigint, p_chunks bigint[]) RETURNS TABLE(chunk_id bigint, term text, pos integer)
+-- function pgrag_internal.cirag_documents(corpus text, query_embedding vector, documents integer, query text) RETURNS TABLE(rank integer, document_id bigint, score double precision, chunk_id bigint)
+-- function pgrag_internal.cirag_triples(corpus text, query_embedding vector, document_ids bigint[], candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
+-- function pgrag_internal.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[], candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
+-- function pgrag_internal.corpus_id(corpus text) RETURNS bigint
+-- function pgrag_internal.corpus_visible(p_corpus bigint) RETURNS boolean
+-- function pgrag_internal.ensure_chunk_index(p_corpus bigint) RETURNS void
+-- function pgrag_internal.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
+-- function pgrag_internal.ensure_triple_index(p_corpus bigint) RETURNS void
+-- function pgrag_internal.follow_column(p_table oid, p_label text, p_column text, OUT attname text, OUT atttypid oid) RETURNS record
+-- function pgrag_internal.follow_enqueue() RETURNS trigger
+-- function pgrag_internal.follow_error(message text) RETURNS void
+-- function pgrag_internal.follow_forget() RETURNS trigger
+-- function pgrag_internal.follow_source(p_corpus bigint, p_keys text[]) RETURNS TABLE(source_key text, title text, body text, metadata jsonb)
+-- function pgrag_internal.hit_sentences(p_corpus bigint, p_document bigint, p_first integer, p_last integer, OUT ordinals integer[], OUT starts integer[], OUT ends integer[]) RETURNS record
+-- function pgrag_internal.hits(p_corpus bigint, p_chunks bigint[], p_scores double precision[]) RETURNS SETOF pgrag.hit
+-- function pgrag_internal.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
+-- function pgrag_internal.is_role_member(role_name text) RETURNS boolean
+-- function pgrag_internal.ppr_sql(corpus text, seeds text[], damping double precision, top integer, tolerance double precision, max_iterations integer) RETURNS TABLE(term text, score double precision)
+-- function pgrag_internal.stopwords() RETURNS text[]
+-- function pgrag_internal.tigrag_pool(p_corpus bigint, p_tokens bigint[], p_weights double precision[], p_query_tokens bigint[], p_threshold double precision, p_bm25 boolean, p_max_pool integer, k1 double precision, b double precision) RETURNS TABLE(chunk_id bigint, rho double precision, candidates integer)
+-- function pgrag_internal.unindex_documents(p_corpus bigint, p_documents bigint[], p_keep_documents boolean) RETURNS void
 -- table pgrag.alembic_version (version_num character varying(32))
 -- table pgrag.chunk (corpus_id bigint, chunk_id bigint, document_id bigint, ordinal integer, first_sentence integer, last_sentence integer, char_start integer, char_end integer, text text, n_tokens integer, embedding vector)
 -- table pgrag.chunk_entity (corpus_id bigint, chunk_id bigint, entity text, label text, char_start integer, char_end integer)

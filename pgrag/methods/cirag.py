@@ -2,11 +2,11 @@
 triples, then an answer cascaded from triples to sentences to passages.
 
 Construction (§3.3): the current query retrieves the top K documents (best
-chunk cosine, SQL ``pgrag.cirag_documents``); their chunks that the extractor
+chunk cosine, SQL ``pgrag_internal.cirag_documents``); their chunks that the extractor
 has not processed yet get their triples extracted now (spaCy, or the LLM
 extractor when the corpus was built with it); the documents' triples are ranked
 by cosine to the query and the top N become the round's candidates, each with
-its sentence, chunk and document (SQL ``pgrag.cirag_triples``).
+its sentence, chunk and document (SQL ``pgrag_internal.cirag_triples``).
 
 Integration (§3.3, Eq. 1-4): the LLM sees the original question, the history
 of earlier rounds and the numbered candidates, and returns its reasoning, the
@@ -76,7 +76,7 @@ class CiragSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """A candidate triple with its provenance (one row of ``pgrag.cirag_triples``)."""
+    """A candidate triple with its provenance (one row of ``pgrag_internal.cirag_triples``)."""
 
     number: int                 # 1-based within its round, as the integrator sees it
     triple_id: int

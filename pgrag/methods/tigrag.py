@@ -205,7 +205,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
         return []
     nodes, weights, iterations = _expand(graph, seeds, settings)
     t1 = time.perf_counter()
-    # rho = B . p-hat over the cached postings matrix: the rows pgrag.tigrag_pool gives in SQL.
+    # rho = B . p-hat over the cached postings matrix: the rows pgrag_internal.tigrag_pool gives in SQL.
     pool = postings.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool,
                          bm25=settings.bm25)
     t2 = time.perf_counter()

@@ -189,7 +189,7 @@ def _sql_calls(kb: pgrag.Corpus) -> dict[str, tuple[str, dict]]:
         "ppr": ("SELECT term, score FROM pgrag.ppr(%(c)s, ARRAY['lothair', 'father'])", {"c": kb.name}),
         "propositions": ("SELECT title || ': ' || proposition, score FROM pgrag.propositions(%(c)s, %(v)s, 3)",
                          {"c": kb.name, "v": v}),
-        "cirag_documents": ("SELECT rank::text, score FROM pgrag.cirag_documents(%(c)s, %(v)s, 3)",
+        "cirag_documents": ("SELECT rank::text, score FROM pgrag_internal.cirag_documents(%(c)s, %(v)s, 3)",
                             {"c": kb.name, "v": v}),
         "cirag_candidates": ("SELECT title || ': ' || proposition || ' / ' || sentence, score "
                              "FROM pgrag.cirag_candidates(%(c)s, %(v)s, 3, 10)", {"c": kb.name, "v": v}),

@@ -242,8 +242,8 @@ def test_a_chunk_without_tokens_is_added_and_removed_by_the_delta(db, kb, monkey
 
 
 def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb, database_uri):
-    """What pgrag.unindex_documents logs for a removed chunk is what the chunk
-    added to the edges: per chunk, summing to pgrag.chunk_edge_counts (the
+    """What pgrag_internal.unindex_documents logs for a removed chunk is what the chunk
+    added to the edges: per chunk, summing to pgrag_internal.chunk_edge_counts (the
     ingest's counts; the two functions repeat one body and must stay in step)."""
     # enough chunks that the log (a tenth of them) keeps two removals
     kb.ingest([{"id": f"f{i}", "title": f"F{i}", "text": f"Filler {i} is a village."} for i in range(20)],
@@ -253,8 +253,8 @@ def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb, database_uri)
         chunks = [r[0] for r in conn.execute(
             "SELECT c.chunk_id FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
             "WHERE c.corpus_id = %s AND d.external_id IN ('minaj', 'lothair') ORDER BY 1", (kb.id,))]
-        total = sorted(conn.execute("SELECT * FROM pgrag.chunk_edge_counts(%s, %s)", (kb.id, chunks)).fetchall())
-        by_chunk = conn.execute("SELECT * FROM pgrag.chunk_edge_counts_by_chunk(%s, %s)",
+        total = sorted(conn.execute("SELECT * FROM pgrag_internal.chunk_edge_counts(%s, %s)", (kb.id, chunks)).fetchall())
+        by_chunk = conn.execute("SELECT * FROM pgrag_internal.chunk_edge_counts_by_chunk(%s, %s)",
                                 (kb.id, chunks)).fetchall()
     assert total and len({c for c, *_ in by_chunk}) == len(chunks)
     summed: dict[tuple[int, int], int] = {}

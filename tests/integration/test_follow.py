@@ -518,7 +518,7 @@ def test_the_application_needs_no_rights_on_pgrag_and_the_worker_runs_as_a_write
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM pgrag.follow_queue")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SELECT pgrag.follow_enqueue()")
+            conn.execute("SELECT pgrag_internal.follow_enqueue()")
     assert len(queue(db)) == 2
     with psycopg.connect(as_role(database_uri, other_role)) as conn:                 # not granted: sees nothing
         assert conn.execute("SELECT count(*) FROM pgrag.sync_status").fetchone() == (0,)

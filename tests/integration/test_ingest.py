@@ -259,7 +259,7 @@ def test_reingesting_the_original_after_an_orm_edit_restores_it(db, wiki_docs):
 
 # A failure inside PostgreSQL, part-way through a batch, after the earlier
 # documents' rows are written: a trigger raises on the third document's postings
-# (written by pgrag.index_chunks) or on its final "indexed" mark.
+# (written by pgrag_internal.index_chunks) or on its final "indexed" mark.
 FAIL_AT = {
     "postings": ("BEFORE INSERT ON pgrag.chunk_token",
                  "EXISTS (SELECT 1 FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "

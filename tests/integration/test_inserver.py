@@ -60,9 +60,9 @@ def _sql_hits(conn: psycopg.Connection, corpus: str, question: str, method: str,
 
 
 def test_the_server_runs_pgrag_from_the_recorded_path(conn):
-    runtime, path = conn.execute("SELECT pgrag.runtime(), pgrag._python_path()").fetchone()
+    runtime, path = conn.execute("SELECT pgrag.runtime(), pgrag_internal._python_path()").fetchone()
     assert runtime == "plpython3u"
-    ping = conn.execute("SELECT pgrag._py('ping', '{}')").fetchone()[0]
+    ping = conn.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]
     assert ping["pgrag"] == str(__import__("pathlib").Path(pgrag.__file__).parent)
     assert path and ping["pgrag"].startswith(path[0])
 
@@ -71,7 +71,7 @@ def _torch_threads_after_a_call(uri: str, **kwargs: str) -> int:
     """A fresh backend embeds a question, then says how many threads its torch uses."""
     with psycopg.connect(uri, autocommit=True, **kwargs) as c:
         c.execute("SELECT pgrag.embed('wiki', 'Lothair II')").fetchone()
-        return c.execute("SELECT pgrag._py('ping', '{}')").fetchone()[0]["torch_threads"]
+        return c.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["torch_threads"]
 
 
 def test_a_backend_runs_its_model_on_one_thread_unless_its_session_asks(wiki_uri):
@@ -133,7 +133,7 @@ def test_embed_uses_the_corpus_model(conn, kb):
 def test_ppr_in_the_server_equals_the_pure_sql_one(conn, kb):
     seeds = ["lothair", "ermengarde", "notaword"]
     fast = conn.execute("SELECT term, score FROM pgrag.ppr('wiki', %s, 0.5, 15, 1e-9, 200)", (seeds,)).fetchall()
-    slow = conn.execute("SELECT term, score FROM pgrag.ppr_sql('wiki', %s, 0.5, 15, 1e-9, 200)",
+    slow = conn.execute("SELECT term, score FROM pgrag_internal.ppr_sql('wiki', %s, 0.5, 15, 1e-9, 200)",
                         (seeds,)).fetchall()
     assert [t for t, _ in fast] == [t for t, _ in slow] and len(fast) == 15
     assert np.allclose([s for _, s in fast], [s for _, s in slow], atol=1e-9)
@@ -213,7 +213,7 @@ def test_a_role_without_grants_is_refused_and_a_reader_is_served(wiki_uri, conn)
             assert rows
             # the runtime's path is the owner's to set, not a reader's
             with pytest.raises(psycopg.Error):
-                reader.execute("SELECT pgrag._record_python_path(ARRAY['/tmp'])")
+                reader.execute("SELECT pgrag_internal._record_python_path(ARRAY['/tmp'])")
     finally:
         db = pgrag.connect(wiki_uri)
         db.revoke_role("pgrag_inreader")

@@ -1,5 +1,5 @@
 """TIGRAG's postings matrix (pgrag.postings): its pool equals the SQL
-``pgrag.tigrag_pool`` row for row, it follows ingests and deletes by graph
+``pgrag_internal.tigrag_pool`` row for row, it follows ingests and deletes by graph
 version, and a query never pairs a graph with postings of another version."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def sql_pool(db, kb, graph, nodes, weights, seeds, threshold, max_pool, bm25):
     """The pure-SQL pool (what pgrag.tigrag, the single hop in SQL, runs)."""
     with db.transaction() as conn:
         return conn.execute(
-            "SELECT chunk_id, rho, candidates FROM pgrag.tigrag_pool(%s, %s, %s, %s, %s, %s, %s)",
+            "SELECT chunk_id, rho, candidates FROM pgrag_internal.tigrag_pool(%s, %s, %s, %s, %s, %s, %s)",
             (kb.id, graph.token_ids[nodes].tolist(), list(weights), graph.token_ids[seeds].tolist(), threshold,
              bm25, max_pool)).fetchall()
 
@@ -48,12 +48,12 @@ def test_the_matrix_pool_equals_the_sql_pool(db, kb, bm25):
 
 
 def test_the_cached_cosines_equal_the_sql_cosines(db, kb):
-    """The rerank's cosines from the cached vectors, against pgrag.chunk_cosines."""
+    """The rerank's cosines from the cached vectors, against pgrag_internal.chunk_cosines."""
     _, index, _ = ranking_index(db, kb.id)
     embeddings = list(kb.context(False).embedder.encode(["Who was Lothair II's mother?", "Ermengarde of Tours"]))
     chunk_ids = index.chunk_ids[::2].tolist()
     with db.transaction() as conn:
-        rows = conn.execute("SELECT chunk_id, cosine FROM pgrag.chunk_cosines(%s, %s, %s)",
+        rows = conn.execute("SELECT chunk_id, cosine FROM pgrag_internal.chunk_cosines(%s, %s, %s)",
                             (kb.id, chunk_ids, embeddings)).fetchall()
     want = dict(rows)
     got = index.cosines(chunk_ids, embeddings)

@@ -23,7 +23,7 @@ def reference_bm25(db, kb, query: str, k1: float = 1.2, b: float = 0.75) -> dict
     independently of the stored postings and document frequencies."""
     with db.transaction() as conn:
         rows = conn.execute(
-            """SELECT c.chunk_id, pgrag.tokenize(pgrag.chunk_search_text(d.title, c.text))
+            """SELECT c.chunk_id, pgrag.tokenize(pgrag_internal.chunk_search_text(d.title, c.text))
                FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id)
                WHERE c.corpus_id = %s""", (kb.id,)).fetchall()
     docs = {cid: Counter(tokens) for cid, tokens in rows}

@@ -88,7 +88,7 @@ def test_reader_retrieves_through_sql_and_python_but_cannot_write(db, wiki, data
                 conn.execute(stmt)
             conn.rollback()
         with pytest.raises(errors.InsufficientPrivilege):
-            conn.execute("SELECT pgrag.ensure_hnsw_index(1, 'chunk')")
+            conn.execute("SELECT pgrag_internal.ensure_hnsw_index(1, 'chunk')")
         conn.rollback()
 
     ro = pgrag.connect(as_role(database_uri, reader))  # not the owner: checks the schema, no migration

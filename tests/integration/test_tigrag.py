@@ -63,7 +63,7 @@ def test_pool_is_the_shortest_prefix_reaching_the_mass_threshold(db, kb):
 
     def pool(threshold):   # the SQL pool (pgrag.tigrag's; TIGRAG in Python pools in numpy, test_postings)
         with db.transaction() as conn:
-            return conn.execute("SELECT chunk_id, rho, candidates FROM pgrag.tigrag_pool(%s, %s, %s, %s, %s, true, "
+            return conn.execute("SELECT chunk_id, rho, candidates FROM pgrag_internal.tigrag_pool(%s, %s, %s, %s, %s, true, "
                                 "1000)", (kb.id, ids, weights, ids, threshold)).fetchall()
 
     everything = pool(1.0)
@@ -191,7 +191,7 @@ def test_sql_ppr_matches_scipy(db, kb):
 @pytest.mark.slow
 def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db, bench_2wiki):
     """The whole 2Wiki corpus, one chunk per passage, indexed by the real SQL
-    pipeline (pgrag.index_chunks); embeddings are not needed for the graph."""
+    pipeline (pgrag_internal.index_chunks); embeddings are not needed for the graph."""
     docs = json.loads((bench_2wiki / "corpus.json").read_text())
     kb = db.corpus("wiki-graph")
     with db.transaction() as conn:
@@ -204,7 +204,7 @@ def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db, bench_2wiki):
             "char_start, char_end, text, embedding) "
             "SELECT corpus_id, document_id, 0, 0, 0, 0, length(body), body, array_fill(0, ARRAY[384])::vector "
             "FROM pgrag.document WHERE corpus_id = %s", (kb.id,))
-        conn.execute("SELECT pgrag.index_chunks(%s, (SELECT array_agg(chunk_id) FROM pgrag.chunk "
+        conn.execute("SELECT pgrag_internal.index_chunks(%s, (SELECT array_agg(chunk_id) FROM pgrag.chunk "
                      "WHERE corpus_id = %s))", (kb.id, kb.id))
     g = graph.token_graph(db, kb.id)
     assert g.nodes > 30000 and g.edges > 400000

@@ -145,3 +145,6 @@ def test_the_sql_surface_is_the_checked_in_one_and_readme_lists_every_function(d
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     functions = [line.removeprefix("-- function ") for line in live.splitlines() if line.startswith("-- function ")]
     assert functions and [f for f in functions if f"`{f}`" not in readme] == []
+    # schema pgrag is the API: no helper left there (they live in pgrag_internal)
+    api = [f for f in functions if f.startswith("pgrag.")]
+    assert api and [f for f in api if f.startswith("pgrag._") or f"| `{f}` |" not in readme] == []
