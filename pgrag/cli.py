@@ -1054,5 +1054,27 @@ def requeue(corpus: str, keys: tuple[str, ...], dsn: str | None) -> None:
     click.echo(f"{corpus}: {n} item(s) re-queued")
 
 
+# -- where users meet pgrag: MCP (pgrag/mcp_server.py) -----------------------
+
+@main.command("mcp")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio (for Claude Desktop, Cursor, Zed) or streamable HTTP at http://HOST:PORT/mcp.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (http).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="Port (http).")
+@llm_options
+@dsn_option
+def mcp_command(transport: str, host: str, port: int, llm_base_url: str | None, llm_model: str | None,
+                dsn: str | None) -> None:
+    """Serve pgrag as an MCP server: tools list_corpora, retrieve, answer and explain,
+    as the role in the DSN (row-level security applies).
+
+        pgrag mcp --dsn postgresql://reader@host/db
+        pgrag mcp --transport http --port 8765
+    """
+    from .mcp_server import serve
+
+    serve(_connect(dsn), llm=_llm_settings(llm_base_url, llm_model), transport=transport, host=host, port=port)
+
+
 if __name__ == "__main__":
     main()
