@@ -167,3 +167,6 @@ def test_mcp_streamable_http_explains_tigrag(sample_uri):
         data = anyio.run(session)
     assert data["method"] == "tigrag" and data["question"] == QUESTION
     assert data["steps"] and "Lothair II" in [h["title"] for h in data["hits"]]
+    for h in data["hits"]:
+        p = h["provenance"]
+        assert p["title"] == h["title"] and 0 <= p["char_start"] < p["char_end"] <= len(BODIES[h["title"]])
