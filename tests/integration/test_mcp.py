@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 
 import pgrag
 from pgrag.demo import SAMPLE_CORPUS, sample_documents
+from pgrag import prompts
 from tests.conftest import TEMPLATE, scratch_database
 from tests.fake_llm import FakeLLM
 
@@ -102,7 +103,7 @@ def test_mcp_stdio_lists_tools_retrieves_with_provenance_and_reports_errors(samp
 
 def integrate_then_answer(request: dict) -> str:
     """A scripted CIRAG: one integration round that keeps the first candidate and stops, then the answer."""
-    if "next_query" in request["messages"][0]["content"]:
+    if prompts.identify(request["messages"])[0] == "cirag_integrate":
         return json.dumps({"thought": "Ermengarde of Tours died on 20 March 851.", "core": [1], "next_query": None})
     return "Answer: 20 March 851"
 
@@ -119,7 +120,7 @@ def test_mcp_answer_goes_through_the_scripted_llm(sample_uri):
         data = anyio.run(session)
         assert fake.requests, "the LLM was never called"
     assert data["method"] == "cirag"
-    assert data["answer"] == "20 March 851"
+    assert data["answer"] == "20 March 851" and data["trace"]["outcome"]["finish"] == "natural", data["trace"]
     assert data["trace"]["llm_calls"] == len(fake.requests)
     assert data["hits"] and all(h["provenance"]["title"] in BODIES for h in data["hits"])
 
