@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from .db import Database
     from .llm import LLMSettings
+    from .ui.explain import MethodView
 
 TOOLS = ("list_corpora", "retrieve", "answer", "explain")
 
@@ -57,6 +58,14 @@ class Service:
             if self.llm is not None and self.llm.configured and methods.takes_option(method, "llm"):
                 options["llm"] = kb.llm(self.llm)
             return kb.retrieve(question, method=method, k=k, **options)
+
+    def explain(self, corpus: str, question: str, method: str, k: int,
+                options: dict[str, Any] | None) -> "tuple[MethodView, Hits]":
+        from .ui.explain import view
+
+        hits = self.retrieve(corpus, question, method, k, options)
+        with self._lock:
+            return view(self.database.corpus(corpus, create=False), question, method, hits), hits
 
 
 def build(database: "Database", llm: "LLMSettings | None" = None) -> "MCPServer":
@@ -102,13 +111,16 @@ def build(database: "Database", llm: "LLMSettings | None" = None) -> "MCPServer"
     @server.tool()
     def explain(corpus: str, question: str, method: str = "tigrag", k: int = 5,
                 options: dict[str, Any] | None = None) -> dict[str, Any]:
-        """How a method reached its hits: its steps in order (TIGRAG: seed tokens, PPR
-        tokens, hop-1 chunks, entities, hop-2 chunks; the LLM methods: their rounds),
+        """How a method reached its hits: the layers of its path, as `pgrag ui` draws them
+        (TIGRAG: seed tokens, PPR tokens, hop-1 chunks, entities, hop-2 chunks; ThreadRAG:
+        anchors and paths; T2RAG and CIRAG: their rounds and triples), the raw trace steps,
         timings, and the hits' titles with provenance."""
-        hits = call(service.retrieve, corpus, question, method, k, options)
+        view, hits = call(service.explain, corpus, question, method, k, options)
         trace = dataclasses.asdict(hits.trace)
-        return {"method": method, "question": question, "steps": trace["steps"],
-                "timings_ms": trace["timings_ms"], "outcome": trace["outcome"],
+        return {"method": method, "question": question,
+                "layers": [{"key": layer.key, "label": layer.label, "items": list(layer.items)}
+                           for layer in view.layers],
+                "steps": trace["steps"], "timings_ms": trace["timings_ms"], "outcome": trace["outcome"],
                 "hits": [{"rank": h.rank, "title": h.title, "score": h.score,
                           "provenance": dataclasses.asdict(h.provenance)} for h in hits]}
 

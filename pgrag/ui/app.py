@@ -26,8 +26,12 @@ DEFAULT_METHODS = ("tigrag", "bm25", "dense")
 MAX_K = 50
 
 
-def create_app(database: "Database", *, llm: "LLMSettings | None" = None) -> "Starlette":
+def create_app(database: "Database", *, llm: "LLMSettings | None" = None, host: str = "127.0.0.1") -> "Starlette":
+    """The page's application; ``host`` is the address it listens on (the Host
+    headers it accepts follow from it)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.responses import HTMLResponse
     from starlette.routing import Route
 
@@ -85,7 +89,11 @@ def create_app(database: "Database", *, llm: "LLMSettings | None" = None) -> "St
     def not_found(request: "Request", exc: Any) -> HTMLResponse:
         return html(render.error("no such page", 404), 404)
 
-    return Starlette(routes=[Route("/", home), Route("/ask", ask)], exception_handlers={404: not_found})
+    # Only the names this server answers to: a page of another site that rebinds its
+    # own name to 127.0.0.1 (DNS rebinding) gets 400, not the corpora.
+    hosts = ["*"] if host in ("0.0.0.0", "::") else sorted({"127.0.0.1", "localhost", "[::1]", host})
+    return Starlette(routes=[Route("/", home), Route("/ask", ask)], exception_handlers={404: not_found},
+                     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
 
 
 def serve(database: "Database", *, llm: "LLMSettings | None" = None, host: str = "127.0.0.1",
@@ -93,4 +101,4 @@ def serve(database: "Database", *, llm: "LLMSettings | None" = None, host: str =
     """Serve the page until stopped (uvicorn)."""
     import uvicorn
 
-    uvicorn.run(create_app(database, llm=llm), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(database, llm=llm, host=host), host=host, port=port, log_level="warning")

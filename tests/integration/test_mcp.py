@@ -168,6 +168,9 @@ def test_mcp_streamable_http_explains_tigrag(sample_uri):
         data = anyio.run(session)
     assert data["method"] == "tigrag" and data["question"] == QUESTION
     assert data["steps"] and "Lothair II" in [h["title"] for h in data["hits"]]
+    layers = {layer["key"]: layer["items"] for layer in data["layers"]}
+    assert "lothair" in layers["hop-1-seeds"] and "Lothair II" in layers["hop-1-chunks"]
+    assert layers["hop-2-chunks"] and layers["hits"]
     for h in data["hits"]:
         p = h["provenance"]
         assert p["title"] == h["title"] and 0 <= p["char_start"] < p["char_end"] <= len(BODIES[h["title"]])
