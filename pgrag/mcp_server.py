@@ -22,7 +22,7 @@ from .results import Hits
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
-    from .db import Database
+    from .database import Database
     from .llm import LLMSettings
     from .ui.explain import MethodView
 

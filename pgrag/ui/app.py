@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import HTMLResponse
 
-    from ..db import Database
+    from ..database import Database
     from ..llm import LLMSettings
 
 DEFAULT_METHODS = ("tigrag", "bm25", "dense")

@@ -3,7 +3,8 @@ node with node-postgres (`pg` from npm) against a real PostgreSQL with pgrag in
 the server. It attaches its own table, asks pgrag.retrieve, edits a row and sees
 the corpus follow, and asks pgrag.answer through a scripted LLM.
 
-Where node is not installed the test skips, except under CI (CI set), where it fails."""
+Where node is not installed the test skips, except under CI (CI set, or nodejs in
+PGRAG_TEST_REQUIRE as .ci/run sets it), where it fails."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from pgrag.demo import sample_documents
 from pgrag import prompts
-from tests.conftest import TEMPLATE, scratch_database
+from tests.conftest import TEMPLATE, scratch_database, skip_unless_required
 from tests.fake_llm import FakeLLM
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "nodejs"
@@ -31,7 +32,8 @@ def require(tool: str) -> str:
     if path is None:
         if os.environ.get("CI"):
             pytest.fail(f"{tool} is not installed, and CI is set: the Node.js example must run here")
-        pytest.skip(f"{tool} is not installed")
+        skip_unless_required("nodejs", f"{tool} is not installed")
+    assert path is not None
     return path
 
 

@@ -3,7 +3,8 @@ the system's package manager (apt-get install chromium chromium-driver), driven
 through Selenium, against `pgrag ui` processes on the bundled sample in a real
 PostgreSQL, each connected as a role of its own under row-level security.
 
-Without Chromium the tests skip, except under CI (CI set), where they fail."""
+Without Chromium the tests skip, except under CI (CI set, or browser in
+PGRAG_TEST_REQUIRE as .ci/run sets it), where they fail."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from psycopg import sql
 import pgrag
 from pgrag.cli import main
 from pgrag.demo import SAMPLE_CORPUS, sample_documents
-from tests.conftest import TEMPLATE, scratch_database
+from tests.conftest import TEMPLATE, scratch_database, skip_unless_required
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "When did Lothair II's mother die?"
@@ -45,7 +46,8 @@ def need(*names: str) -> str:
     message = f"none of {', '.join(names)} is installed (apt-get install chromium chromium-driver)"
     if os.environ.get("CI"):
         pytest.fail(message + ", and CI is set: the browser test must run here")
-    pytest.skip(message)
+    skip_unless_required("browser", message)
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,7 @@ def browser() -> Iterator:
     except ImportError:
         if os.environ.get("CI"):
             raise
-        pytest.skip("selenium is not installed")
+        skip_unless_required("browser", "selenium is not installed")
     profile = tempfile.mkdtemp(prefix="pgrag-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
