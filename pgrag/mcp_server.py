@@ -59,6 +59,11 @@ class Service:
                 options["llm"] = kb.llm(self.llm)
             return kb.retrieve(question, method=method, k=k, **options)
 
+    def answer(self, corpus: str, question: str, method: str, k: int, options: dict[str, Any] | None) -> Hits:
+        if not methods.get(method).answers:  # as SQL's pgrag.answer says it
+            raise PgragError(f"method {method!r} retrieves but does not answer: call retrieve for its hits")
+        return self.retrieve(corpus, question, method, k, options)
+
     def explain(self, corpus: str, question: str, method: str, k: int,
                 options: dict[str, Any] | None) -> "tuple[MethodView, Hits]":
         from .ui.explain import view
@@ -105,7 +110,7 @@ def build(database: "Database", llm: "LLMSettings | None" = None) -> "MCPServer"
         """Answer a question with an answering method (t2rag, threadrag, cirag) and the
         server's LLM: the answer text (null without an LLM), the evidence hits with
         provenance, and the trace (LLM calls and tokens)."""
-        hits = call(service.retrieve, corpus, question, method, k, options)
+        hits = call(service.answer, corpus, question, method, k, options)
         return {"method": method, **hits_json(hits)}
 
     @server.tool()

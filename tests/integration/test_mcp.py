@@ -115,6 +115,9 @@ def test_mcp_answer_goes_through_the_scripted_llm(sample_uri):
                 result = await client.call_tool("answer", {"corpus": SAMPLE_CORPUS, "question": QUESTION,
                                                            "method": "cirag", "k": 5})
                 assert not result.is_error, result.content
+                retrieval_only = await client.call_tool("answer", {"corpus": SAMPLE_CORPUS, "question": QUESTION,
+                                                                   "method": "bm25"})
+                assert retrieval_only.is_error and "retrieves but does not answer" in retrieval_only.content[0].text
                 return result.structured_content
 
         data = anyio.run(session)
