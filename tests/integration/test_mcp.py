@@ -13,13 +13,17 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import psycopg
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from psycopg import sql
 
 import pgrag
 from pgrag.demo import SAMPLE_CORPUS, sample_documents
@@ -177,3 +181,32 @@ def test_mcp_streamable_http_explains_tigrag(sample_uri):
     for h in data["hits"]:
         p = h["provenance"]
         assert p["title"] == h["title"] and 0 <= p["char_start"] < p["char_end"] <= len(BODIES[h["title"]])
+
+
+def test_mcp_reads_only_what_its_role_may_read(sample_uri):
+    """Row-level security holds through the server: a reader granted no corpus sees
+    none, and retrieving from the sample is pgrag's own error."""
+    role = f"pgrag_mcp_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(sample_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    db = pgrag.connect(sample_uri)
+    try:
+        db.grant_reader(role)
+        db.enable_tenant_isolation()
+        parts = urlsplit(sample_uri)
+        as_role = urlunsplit(parts._replace(netloc=f"{role}:@{parts.netloc.rpartition('@')[2]}"))
+
+        async def session() -> None:
+            async with stdio(as_role) as client:
+                assert (await client.call_tool("list_corpora", {})).structured_content == {"corpora": []}
+                hidden = await client.call_tool("retrieve", {"corpus": SAMPLE_CORPUS, "question": QUESTION,
+                                                             "method": "bm25"})
+                assert hidden.is_error and f"corpus '{SAMPLE_CORPUS}' does not exist" in hidden.content[0].text
+
+        anyio.run(session)
+    finally:
+        db.disable_tenant_isolation()
+        db.close()
+        with psycopg.connect(sample_uri, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
