@@ -895,3 +895,15 @@ SELECT line FROM (
     GROUP BY n.nspname, c.relname, c.relkind
 ) s
 ORDER BY part, line COLLATE "C";
+
+-- name: ui_documents
+-- The documents of some hits, for the web page and `pgrag explain --html`
+-- (pgrag/ui): title and body, read as the connecting role (row-level security holds).
+SELECT document_id, title, body FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[]);
+
+-- name: ui_chunk_titles
+-- The document title of some chunks (TIGRAG's hop chunks in the picture).
+SELECT c.chunk_id, d.title FROM pgrag.chunk c
+JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
+WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[]);

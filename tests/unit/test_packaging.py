@@ -24,6 +24,7 @@ def test_wheel_contains_sql_migrations_and_data(tmp_path):
         "pgrag/migrations/sql/0001_core_schema.sql",
         "pgrag/data/sample_corpus.json", "pgrag/data/sample_questions.jsonl", "pgrag/data/ATTRIBUTION.md",
         "pgrag/py.typed",
+        "pgrag/ui/templates/page.html", "pgrag/ui/templates/macros.html", "pgrag/ui/static/style.css",
     }
     assert expected <= names, expected - names
     assert not any(n.startswith("tests/") for n in names)
