@@ -56,3 +56,13 @@ def test_every_benchmark_data_file_is_cited_from_the_docs():
     text = "\n".join(p.read_text(encoding="utf-8") for p in docs.glob("*.md"))
     uncited = sorted(p.name for p in (docs / "benchmarks").iterdir() if p.name not in text)
     assert uncited == []
+
+
+def test_every_script_is_cited():
+    """scripts/ keeps only what a doc, the Makefile or the benchmark renderer runs:
+    a probe whose question is answered goes (git keeps it)."""
+    root = README.parent
+    text = "\n".join(p.read_text(encoding="utf-8") for p in [*root.glob("*.md"), *(root / "docs").glob("*.md"),
+                                                             root / "Makefile", root / "scripts" / "benchmarks.py"])
+    uncited = sorted(p.name for p in (root / "scripts").iterdir() if p.name not in text)
+    assert uncited == []
