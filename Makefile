@@ -50,9 +50,11 @@ test: install citus
 	$(BIN)/pytest
 
 # The development loop: no test marked slow (the real local LLM, subprocess
-# crashes, upgrades, the 2Wiki corpus, mypy, long hypothesis runs).
+# crashes, upgrades, the 2Wiki corpus, mypy, long hypothesis runs), in two
+# pytest-xdist workers, each with its own embedded server; a file's tests stay
+# on one worker, so its module fixtures are built once.
 test-fast: install
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n 2 --dist loadfile
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run
