@@ -23,6 +23,13 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
 - the pool is capped at max_pool chunks. On 2Wiki the expanded tokens include
   very common words, so 80 % of the ρ mass spreads over thousands of chunks and
   the th_ρ cut-off alone would rerank most of the corpus.
+- title linking (pgrag.titles): the documents the question names by title join
+  the first hop's ranking and their entities drive the second hop beside the top
+  ι chunks'; the documents titled by a hop's new entities join the next hop's
+  ranking; a linked chunk's score gains title_weight. On 2Wiki's 111 questions it
+  lifts R@2/R@5 from 69.4/84.5 to 81.8/95.0: the question names its first-hop
+  documents (163 of the 270 gold titles, one false link), and the bridge
+  documents are titled by names the first-hop documents mention.
 """
 
 from __future__ import annotations
@@ -80,9 +87,9 @@ class TigragSettings:
     # the question names by title join the first hop's ranking and their entities drive the
     # next hop, beside the top iota chunks'. link_entities: the documents titled by a hop's
     # new entities join the next hop's ranking. Either adds title_weight to a linked chunk's score.
-    link_titles: bool = False
-    link_entities: bool = False
-    title_weight: float = 0.0
+    link_titles: bool = True
+    link_entities: bool = True
+    title_weight: float = 0.2
     # A last, learned-free rerank of the best rerank_depth chunks (0: none): score +
     # rerank_question x cosine to the question alone + rerank_bm25 x BM25 of the question's
     # terms / the candidates' max + rerank_hops x (hops whose ranking held the chunk - 1).
@@ -107,7 +114,8 @@ class TigragSettings:
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
-PAPER = TigragSettings(graph_weight=0.0, entity_labels=None, max_pool=1_000_000)
+PAPER = TigragSettings(graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
+                       link_titles=False, link_entities=False, title_weight=0.0)
 PRESETS: dict[str, TigragSettings] = {
     "tigrag": TigragSettings(),
     "tigrag-paper": PAPER,
