@@ -112,6 +112,8 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
     by_title = {h.title: h for h in hits}
     assert [h.title for h in hits][:2] == ["Changed It", "Nicki Minaj"]
     assert by_title["Changed It"].details["linked"] and by_title["Nicki Minaj"].details["linked"]
+    for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
+        assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
     # off, nothing is linked and no score carries the bonus
     plain = kb.retrieve(q, method="tigrag", k=5, link_titles=False, link_entities=False)
     assert not _steps(plain, "titles") and not any("linked" in h.details for h in plain)

@@ -13,6 +13,7 @@ INDEX = TitleIndex([
     (6, "Talk About a Stranger", [60]),
     (7, "William Duncan (actor)", [70]),
     (8, "Love, Honor and Oh-Baby!", [80]),
+    (9, "Airheads (band)", [90]),
 ])
 
 
@@ -36,7 +37,9 @@ def test_a_title_is_linked_once_with_its_chunks():
 def test_the_title_with_its_note_wins_over_the_same_name_without():
     assert linked("Which film came out first, Dark River (2017 Film) or Airheads?") == [
         ("Dark River (2017 film)", True), ("Airheads", True)]
-    # without a note in the question, every document of that name is linked
+    # a title without a note wins over the same name with one ...
+    assert linked("Who made Airheads?") == [("Airheads", True)]
+    # ... and without a note in the question, every document of that name is linked
     assert linked("Where is Dark River?") == [("Dark River (2017 film)", False), ("Dark River (1990 film)", False)]
 
 
