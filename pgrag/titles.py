@@ -13,7 +13,11 @@ found) the same way.
 The index is every document's title and chunks, read by one query
 (``document_titles``) and cached per corpus and graph version, like the ranking
 index: a change to the corpus bumps the version and the next query reads the
-titles again (O(documents): about 6 ms and 1 MB for 2Wiki's 6,119).
+titles again, O(documents): for 2Wiki's 6,119, measured on a loaded 2-core
+machine, the query 24-45 ms, building the index 64-150 ms, 2.5 MB held. A linking
+itself is a dictionary lookup per run of capitalised words (0.08 ms a question).
+At scale, an expression index on the title key (a migration) would replace the
+full read; not done yet.
 """
 
 from __future__ import annotations
