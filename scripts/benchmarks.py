@@ -236,6 +236,28 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def cirag_oracle_section() -> list[str]:
+    """Issue 37: why CIRAG is weak under the oracle reader, per question."""
+    return ["## Why CIRAG is weak under the oracle reader (issue 37)", "", "```",
+            "python scripts/oracle_subset.py --docs 400 --questions 30 --seed 0 --out /tmp/oracle-corpus.json",
+            "pgrag eval --corpus-file /tmp/oracle-corpus.json --questions ../shared/bench/2wiki/questions.jsonl "
+            "--methods cirag,threadrag --oracle --limit 30 --out /tmp/oracle.json --failures /tmp/failures.jsonl",
+            "```", "",
+            "On this subset (a run of the current code: cirag R@2 / R@5 80.8 / 83.3, EM 53.3; threadrag "
+            "80.0 / 96.7, EM 100), 13 of cirag's 14 failed questions are `never_retrieved`: the gold fact never "
+            "reaches the 30 candidate triples the oracle sees, in any round, though in most of them the integrator asks the "
+            "right next question. Two examples from the failures file: for \"What is the place of birth of "
+            "Nicki Minaj?\" the spaCy triple that holds it is (Onika Tanya Maraj-Petty; Born in; Saint James, "
+            "Port of Spain), whose subject is her birth name, and 30 triples \"(Minaj; ...)\" rank above it; for "
+            "\"What is the composer of Billy Elliot?\" it is (music; composed by; Stephen Warbeck), which does "
+            "not name the film, and other documents' \"composer\" triples rank above it. That is the limit of "
+            "spaCy triples ranked by the cosine of the bare triple, not of the loop. One defect was found and "
+            "fixed on the way: a sentence shared by two overlapping chunks gave its triples twice (9 % of the "
+            "subset's triples, up to 37 % of a long document's) and both copies took candidate slots; "
+            "`pgrag.cirag_triples` now keeps one per document. The subset's figures did not change with it. "
+            "Not tried: ranking triples with their document's title (a stored-embedding change).", ""]
+
+
 def levers_section() -> list[str]:
     """Issue 37: what each candidate lever buys tigrag on the 111 questions."""
     path = OUT / "tigrag_levers.jsonl"
@@ -404,7 +426,7 @@ def render() -> str:
                 "second hop (no encoding at all) still leaves `tigrag` at 2.2 × dense's p50, with the "
                 "one-hop recall (59.2 / 68.9): the expansion (PPR, 25 ms) and the question's own "
                 "embedding (13 ms) are most of the rest.", ""]
-    out += levers_section()
+    out += levers_section() + cirag_oracle_section()
     if queries:
         out += ["## Query latency (`pgrag bench queries`)", "", "```", COMMANDS["queries"], "```", "",
                 f"{queries['questions']} questions, k = {queries['k']}, after {queries['warmup']} warm-up "
