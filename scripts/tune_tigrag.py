@@ -2,7 +2,8 @@
 
     python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N]
 
-Prints Recall@2/@5 and p50 latency for each combination. The corpus must have
+Prints Recall@k (--k, default 2,5) and p50 latency for each combination;
+--per-question FILE appends each question's retrieved documents as JSON lines. The corpus must have
 been indexed by `pgrag eval` (it reuses the eval corpus of the same file).
 """
 
@@ -45,6 +46,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None, help="append each result as a JSON line here")
+    parser.add_argument("--k", default="2,5", help="comma-separated k for Recall@k")
+    parser.add_argument("--per-question", type=Path, default=None,
+                        help="append each question's retrieved documents here (JSON lines)")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
@@ -53,18 +57,25 @@ def main() -> None:
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
     for values in itertools.product(*grid.values()):
         options = dict(zip(grid, values))
-        r2 = r5 = 0.0
+        ks = [int(k) for k in args.k.split(",")]
+        recall = dict.fromkeys(ks, 0.0)
         times = []
         for q in questions:
             t0 = time.perf_counter()
             hits = kb.retrieve(q.question, method=args.preset, k=args.depth, **options)
             times.append((time.perf_counter() - t0) * 1000)
             docs = distinct_documents(h.title for h in hits)
-            r2 += recall_at_k(docs, q.supporting_titles, 2)
-            r5 += recall_at_k(docs, q.supporting_titles, 5)
+            for k in ks:
+                recall[k] += recall_at_k(docs, q.supporting_titles, k)
+            if args.per_question:
+                with args.per_question.open("a") as f:
+                    f.write(json.dumps({"preset": args.preset, **options, "id": q.id, "type": q.type,
+                                        "question": q.question, "gold": list(q.supporting_titles),
+                                        "retrieved": docs}) + "\n")
         n = len(questions)
-        line = json.dumps({"preset": args.preset, **options, "R@2": round(100 * r2 / n, 1),
-                           "R@5": round(100 * r5 / n, 1), "p50_ms": round(percentile(times, 50), 1)})
+        line = json.dumps({"preset": args.preset, **options,
+                           **{f"R@{k}": round(100 * recall[k] / n, 1) for k in ks},
+                           "p50_ms": round(percentile(times, 50), 1)})
         print(line, flush=True)
         if args.out:
             with args.out.open("a") as f:

@@ -867,14 +867,22 @@ AS $$
         SELECT u.document_id, u.pos::integer AS document_rank
         FROM unnest(document_ids) WITH ORDINALITY AS u(document_id, pos)
     ),
+    -- A sentence in two overlapping chunks gives the same triple twice: one
+    -- candidate per (document, subject, predicate, object), its first stored row,
+    -- so that duplicates do not take the N slots (on 2Wiki's oracle subset, 9 %
+    -- of the triples, up to 37 % of a long document's).
     scored AS (
-        SELECT t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
-               k.document_id, docs.document_rank
-        FROM docs
-        JOIN pgrag.chunk k ON k.corpus_id = p_corpus AND k.document_id = docs.document_id
-        JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.chunk_id = k.chunk_id
-        WHERE cirag_triples_in.extractor IS NULL OR t.extractor = cirag_triples_in.extractor
-        ORDER BY score DESC, t.triple_id
+        SELECT u.* FROM (
+            SELECT DISTINCT ON (k.document_id, t.subject, t.predicate, t.object)
+                   t.triple_id, 1 - (t.embedding <=> query_embedding) AS score, t.chunk_id,
+                   k.document_id, docs.document_rank
+            FROM docs
+            JOIN pgrag.chunk k ON k.corpus_id = p_corpus AND k.document_id = docs.document_id
+            JOIN pgrag.triple t ON t.corpus_id = p_corpus AND t.chunk_id = k.chunk_id
+            WHERE cirag_triples_in.extractor IS NULL OR t.extractor = cirag_triples_in.extractor
+            ORDER BY k.document_id, t.subject, t.predicate, t.object, t.triple_id
+        ) u
+        ORDER BY u.score DESC, u.triple_id
         LIMIT greatest(candidates, 0)
     )
     SELECT (row_number() OVER (ORDER BY s.score DESC, s.triple_id))::integer, s.triple_id, s.score,

@@ -207,6 +207,13 @@ SELECT chunk_id, entity, label FROM pgrag.chunk_entity
 WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s)
 ORDER BY chunk_id, char_start, char_end;
 
+-- name: document_titles
+-- Every indexed document's title and chunks, in chunk order (TIGRAG's title index, pgrag.titles).
+SELECT d.document_id, d.title, array_agg(c.chunk_id ORDER BY c.ordinal)
+FROM pgrag.document d JOIN pgrag.chunk c ON c.corpus_id = d.corpus_id AND c.document_id = d.document_id
+WHERE d.corpus_id = %(corpus_id)s AND d.title <> ''
+GROUP BY d.document_id, d.title;
+
 -- name: chunk_texts
 -- Title and text of some chunks (for running NER when none is stored).
 SELECT c.chunk_id, d.title, c.text

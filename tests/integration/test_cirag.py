@@ -276,3 +276,28 @@ def test_real_local_llm_runs_the_loop(db, wiki_docs, local_llm_url):
     assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage() and trace.prompt_tokens > 100
     assert sum(is_integration(request) for request, _ in proxy.exchanges) >= 1
     assert 1 <= len(hits) <= 3
+
+
+def test_a_triple_stored_twice_in_a_document_is_one_candidate(db, kb):
+    """A sentence that two overlapping chunks share gives the same triple twice;
+    it must take one of the N candidate slots, not two (the first row is kept)."""
+    with db.transaction() as conn:
+        first = conn.execute(
+            "SELECT t.triple_id, t.chunk_id, k.document_id FROM pgrag.triple t "
+            "JOIN pgrag.chunk k USING (corpus_id, chunk_id) WHERE t.corpus_id = %s ORDER BY t.triple_id LIMIT 1",
+            (kb.id,)).fetchone()
+        conn.execute(
+            "INSERT INTO pgrag.triple (corpus_id, chunk_id, extractor, ordinal, subject, predicate, object, "
+            "proposition, char_start, char_end, embedding) "
+            "SELECT corpus_id, chunk_id, extractor, 1000, subject, predicate, object, proposition, char_start, "
+            "char_end, embedding FROM pgrag.triple WHERE corpus_id = %s AND triple_id = %s", (kb.id, first[0]))
+        stored = conn.execute("SELECT count(*) FROM pgrag.triple t JOIN pgrag.chunk k USING (corpus_id, chunk_id) "
+                              "WHERE t.corpus_id = %s AND k.document_id = %s", (kb.id, first[2])).fetchone()[0]
+    vector = kb.embedder.encode([QUESTION])[0]
+    rows = db.fetchall("cirag_triples", {"corpus": kb.name, "embedding": vector, "document_ids": [first[2]],
+                                         "candidates": 100, "extractor": None})
+    assert len(rows) == stored - 1
+    keys = [(r[9], r[3], r[4], r[5]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert first[0] in [r[1] for r in rows]          # the first stored row stands for both
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))

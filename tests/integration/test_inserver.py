@@ -107,6 +107,11 @@ def test_multi_hop_tigrag_from_sql_finds_both_supporting_passages(conn):
     titles = [r[1] for r in rows]
     assert titles[:2] == ["Lothair II", "Ermengarde of Tours"] or set(titles[:2]) == {"Lothair II",
                                                                                        "Ermengarde of Tours"}
+    # Lothair II, which the question names, is linked and scores best in hop 1 (title_weight);
+    # without that bonus its best score is the second hop's: both hops ran in the server
+    assert rows[0][2]["linked"] and rows[0][2]["hop"] == 1
+    rows = conn.execute("SELECT rank, title, details FROM pgrag.retrieve('wiki', "
+                        "'When did Lothair II''s mother die?', 'tigrag', 5, '{\"title_weight\": 0}')").fetchall()
     assert any(r[2]["hop"] == 2 for r in rows)
 
 

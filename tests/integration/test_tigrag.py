@@ -89,9 +89,10 @@ def test_two_hops_find_the_bridge_document(kb):
     assert [h["hop"] for h in hops] == [1, 2]
     assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"])
     for h in hits:
-        assert h.details["hop"] in (1, 2) and h.details["rho"] > 0
-        # cosine plus 0.2 x rho / (the hop's max rho)
-        assert h.details["cosine"] < h.details["score"] <= h.details["cosine"] + 0.2 + 1e-9
+        assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
+        # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
+        bonus = 0.2 if h.details["linked"] else 0.0
+        assert h.details["cosine"] + bonus <= h.details["score"] <= h.details["cosine"] + 0.2 + bonus + 1e-9
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
@@ -99,15 +100,94 @@ def test_golden_second_hop_on_the_sample(kb):
     """Hand-checked on the sample: the question names a song, not the rapper. Hop 1
     finds the song's passage ("changed"), which names Nicki Minaj; hop 2 seeds on
     her and ranks her own passage ("minaj", which says where she was born) by
-    its cosine to the entity, well above what one hop gives it."""
+    its cosine to the entity, well above what one hop gives it. Title linking is
+    off: this pins the hop mechanism itself, not the linking lever."""
     q = "Where was the rapper of Changed It born?"
-    hits = kb.retrieve(q, method="tigrag", k=2)
+    off = {"link_titles": False, "link_entities": False}
+    hits = kb.retrieve(q, method="tigrag", k=2, **off)
     assert [(h.provenance.external_id, h.provenance.chunk_ordinal, h.details["hop"]) for h in hits] == [
         ("changed", 0, 2), ("minaj", 0, 2)]
     entities = next(s for s in hits.trace.steps if s["step"] == "entities")
     assert entities["hop"] == 1 and "Nicki Minaj" in entities["new"]
-    one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1)}
+    one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1, **off)}
     assert hits[1].score > one_hop["minaj"] + 0.1
+
+
+def _steps(hits, name):
+    return [s for s in hits.trace.steps if s["step"] == name]
+
+
+def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names(kb):
+    q = "Where was the rapper of Changed It born?"
+    hits = kb.retrieve(q, method="tigrag", k=5)
+    first = _steps(hits, "titles")[0]
+    assert first["hop"] == 1 and first["linked"] == ["Changed It"]
+    # the linked document's names drive the second hop, and the one that titles a document is linked in turn
+    assert "Nicki Minaj" in _steps(hits, "entities")[0]["found"]
+    assert _steps(hits, "titles")[1] == {"step": "titles", "hop": 2, "linked": ["Nicki Minaj"],
+                                         "chunks": [h.provenance.chunk_id for h in hits if h.title == "Nicki Minaj"]}
+    by_title = {h.title: h for h in hits}
+    assert [h.title for h in hits][:2] == ["Changed It", "Nicki Minaj"]
+    assert by_title["Changed It"].details["linked"] and by_title["Nicki Minaj"].details["linked"]
+    for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
+        assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
+    # off, nothing is linked and no score carries the bonus
+    plain = kb.retrieve(q, method="tigrag", k=5, link_titles=False, link_entities=False)
+    assert not _steps(plain, "titles") and not any("linked" in h.details for h in plain)
+    cosines = {h.provenance.chunk_id: h.details["score"] - h.details["cosine"] for h in plain}
+    for h in hits:   # the same hop score, plus title_weight where linked
+        if h.provenance.chunk_id in cosines and h.details["hop"] == 1:
+            assert h.details["score"] - h.details["cosine"] == pytest.approx(
+                cosines[h.provenance.chunk_id] + (0.2 if h.details["linked"] else 0.0), abs=1e-9)
+
+
+def test_title_linking_needs_the_capitalised_title_and_respects_title_weight(kb):
+    lower = kb.retrieve("where was the rapper of changed it born?", method="tigrag", k=5)
+    assert _steps(lower, "titles")[0]["linked"] == []
+    heavy = kb.retrieve("Where was the rapper of Changed It born?", method="tigrag", k=5, title_weight=1.0)
+    linked = [h for h in heavy if h.details["linked"]]
+    assert {h.title for h in linked} == {"Changed It", "Nicki Minaj"}
+    assert all(h.details["score"] >= h.details["cosine"] + 1.0 for h in linked)
+    assert [h.details["linked"] for h in heavy] == sorted((h.details["linked"] for h in heavy), reverse=True)
+
+
+def test_final_rerank_adds_the_question_cosine_bm25_and_hops(kb):
+    q = "When did Lothair II's mother die?"
+    base = kb.retrieve(q, method="tigrag", k=10)
+    cos_q = {h.provenance.chunk_id: h.score for h in kb.retrieve(q, method="dense", k=10)}
+    assert len(base) == 2      # this small corpus: Lothair II and Ermengarde of Tours
+    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=1, rerank_question=0.5, rerank_hops=0.25)
+    assert _steps(hits, "final_rerank")[0]["depth"] == 1
+    assert hits[1].score == pytest.approx(base[1].score, abs=1e-9)   # past the depth: unchanged
+    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_question=0.5, rerank_hops=0.25)
+    assert _steps(hits, "final_rerank")[0]["depth"] == 2
+    head = {h.provenance.chunk_id: h for h in base[:3]}
+    for h in hits:
+        c = h.provenance.chunk_id
+        expected = base_score = next(b.details["score"] for b in base if b.provenance.chunk_id == c)
+        if c in head:
+            expected = base_score + 0.5 * cos_q[c] + 0.25 * (h.details["reached"] - 1)
+        assert h.score == pytest.approx(expected, abs=1e-6)
+    assert [h.score for h in hits[:3]] == sorted((h.score for h in hits[:3]), reverse=True)
+    bm25 = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_bm25=1.0)
+    gains = [h.score - next(b.score for b in base if b.provenance.chunk_id == h.provenance.chunk_id) for h in bm25]
+    assert max(gains) == pytest.approx(1.0) and 0 < min(gains) < 1     # BM25 / the candidates' max
+    with pytest.raises(PgragError, match="rerank_depth must be at least 0"):
+        kb.retrieve(q, method="tigrag", k=5, rerank_depth=-1)
+
+
+def test_title_linking_options_from_sql_equal_python(db, kb, database_uri):
+    import psycopg
+
+    q = "Where was the rapper of Changed It born?"
+    options = {"link_entities": False, "title_weight": 0.5, "rerank_depth": 4, "rerank_question": 0.3}
+    python = kb.retrieve(q, method="tigrag", k=5, **options)
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        rows = conn.execute("SELECT chunk_id, score, details FROM pgrag.retrieve(%s, %s, 'tigrag', 5, %s::jsonb)",
+                            (kb.name, q, json.dumps(options))).fetchall()
+    assert [r[0] for r in rows] == [h.provenance.chunk_id for h in python]
+    assert [r[1] for r in rows] == pytest.approx([h.score for h in python], abs=1e-6)
+    assert [r[2]["linked"] for r in rows] == [h.details["linked"] for h in python]
 
 
 def test_hop_embedding_reaches_the_second_hops_rerank(kb):
@@ -148,6 +228,7 @@ def test_presets_ablations_and_options(kb):
     q = "When did Lothair II's mother die?"
     paper = kb.retrieve(q, method="tigrag-paper", k=5)
     assert all(h.details["score"] == h.details["cosine"] for h in paper)
+    assert not any(s["step"] == "titles" for s in paper.trace.steps) and "linked" not in paper[0].details
     no_rerank = kb.retrieve(q, method="tigrag-no-rerank", k=5)
     assert all(h.details["cosine"] is None for h in no_rerank)
     assert no_rerank[0].details["score"] == 1.0                      # rho / max rho
@@ -171,7 +252,7 @@ def test_unknown_tokens_and_empty_corpus_return_nothing(db, kb):
 def test_sql_tigrag_matches_python_single_hop(db, kb):
     q = "Who was the wife of Lothair II?"
     # pgrag.tigrag's PPR is the power iteration (pgrag.ppr): compare like with like
-    python = kb.retrieve(q, method="tigrag", k=4, hops=1, ppr="power")
+    python = kb.retrieve(q, method="tigrag", k=4, hops=1, ppr="power", link_titles=False)  # SQL has no title links
     vector = kb.embedder.encode([q])[0]
     rows = db.fetchall("tigrag", {"corpus": kb.name, "query": q, "embedding": vector, "k": 4})
     assert [r[1] for r in rows] == [h.provenance.chunk_id for h in python]
