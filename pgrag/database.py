@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import db as connector
+from .db import Connector, connect, redact
 from . import follow, schema
 from .config import ChunkingSettings, Settings
 from .corpus import Corpus, open_corpus
@@ -30,14 +30,17 @@ T = TypeVar("T")
 class Database:
     """A pgrag database: one PostgreSQL database with the schema at head."""
 
-    def __init__(self, connector: connector.Connector, *, embedded: bool = False,
+    def __init__(self, connector_or_dsn: "Connector | str", *, embedded: bool = False,
                  settings: Settings | None = None) -> None:
-        self.connector = connector
+        """Over a connector, or a DSN (no check, no migration: ``open_database``
+        and ``pgrag.connect`` do both)."""
+        self.connector = (Connector(connector_or_dsn) if isinstance(connector_or_dsn, str)
+                          else connector_or_dsn)
         self.embedded = embedded
         self.settings = settings or Settings.from_env()
 
     def __repr__(self) -> str:
-        return f"Database({connector.redact(self.dsn)!r})"
+        return f"Database({redact(self.dsn)!r})"
 
     # -- the connector's QueryRunner, for applications and tools ---------------
 
@@ -183,7 +186,7 @@ def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
                   settings: Settings | None = None) -> Database:
     """Open ``dsn``, check that it is reachable, and migrate it to head (or, for a
     role that does not own the schema, check that it is at head)."""
-    db = Database(connector.connect(dsn), embedded=embedded, settings=settings)
+    db = Database(connect(dsn), embedded=embedded, settings=settings)
     if migrate:
         # A reader or writer role cannot migrate (DDL needs the owner): it gets a
         # database that is already at head, or a clear SchemaOutdated.
