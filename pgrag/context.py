@@ -48,7 +48,7 @@ class Connection(Protocol):
 class QueryRunner(Protocol):
     """The database side of a context: named queries, and a transaction whose
     connection (``Connection``) ``execute``s SQL text with ``%(name)s`` parameters.
-    Two implementations: ``pgrag.db.Database`` (psycopg) and
+    Two implementations: ``pgrag.db.Connector`` (psycopg) and
     ``pgrag.spi.SpiDatabase`` (inside the server)."""
 
     @property

@@ -44,10 +44,15 @@ def skip_unless_required(tier: str, reason: str) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that drive the real local LLM are slow (model start-up, generation):
-    they carry the ``llm`` and ``slow`` markers, so `make test-fast` skips them."""
+    they carry the ``llm`` and ``slow`` markers, so `make test-fast` skips them;
+    so are the Citus tier's."""
     for item in items:
         if "local_llm_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.llm)
+            item.add_marker(pytest.mark.slow)
+        # The Citus tier starts a coordinator and two workers: `make test` runs it,
+        # the development loop (`make test-fast`) does not.
+        if "citus_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
 

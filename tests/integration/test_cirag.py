@@ -301,3 +301,46 @@ def test_a_triple_stored_twice_in_a_document_is_one_candidate(db, kb):
     assert len(keys) == len(set(keys))
     assert first[0] in [r[1] for r in rows]          # the first stored row stands for both
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_without_an_llm_the_order_is_recomputed_with_numpy_from_the_stored_vectors(kb, db):
+    """Independently of the SQL: the ten documents by their best chunk's cosine,
+    their triples (one per document and subject, predicate, object) by cosine,
+    the top 30 as candidates; hits are the candidates' chunks by triple cosine
+    plus the document's, then each document's best chunk."""
+    import numpy as np
+
+    question = "When did Lothair II's mother die?"
+    hits = kb.retrieve(question, method="cirag", k=8, llm=False)
+    q = kb.embedder.encode([question])[0].astype(np.float64)
+
+    def cosine(vector) -> float:
+        v = np.asarray(vector.to_numpy(), dtype=np.float64)
+        return float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+
+    with db.transaction() as conn:
+        chunks = conn.execute("SELECT chunk_id, document_id, embedding FROM pgrag.chunk WHERE corpus_id = %s",
+                              (kb.id,)).fetchall()
+        triples = conn.execute("SELECT t.triple_id, t.chunk_id, c.document_id, t.subject, t.predicate, t.object, "
+                               "t.embedding FROM pgrag.triple t JOIN pgrag.chunk c USING (corpus_id, chunk_id) "
+                               "WHERE t.corpus_id = %s ORDER BY t.triple_id", (kb.id,)).fetchall()
+    best: dict[int, tuple[float, int]] = {}
+    for chunk_id, doc, vector in chunks:
+        s = cosine(vector)
+        if doc not in best or (s, -chunk_id) > (best[doc][0], -best[doc][1]):
+            best[doc] = (s, chunk_id)
+    documents = sorted(best, key=lambda d: (-best[d][0], d))[:10]
+    seen, candidates = set(), []
+    for triple_id, chunk_id, doc, s, p, o, vector in triples:
+        if doc in documents and (doc, s, p, o) not in seen:
+            seen.add((doc, s, p, o))
+            candidates.append((cosine(vector), triple_id, chunk_id, doc))
+    candidates = sorted(candidates, key=lambda c: (-c[0], c[1]))[:30]
+    order: dict[int, float] = {}
+    for score, _tid, chunk_id, doc in sorted(candidates, key=lambda c: -(c[0] + best[c[3]][0])):
+        order.setdefault(chunk_id, score + best[doc][0])
+    for doc in documents:
+        order.setdefault(best[doc][1], 0.0)
+    expected = list(order.items())[:8]
+    assert [h.provenance.chunk_id for h in hits] == [c for c, _ in expected]
+    assert np.allclose([h.score for h in hits], [s for _, s in expected], atol=1e-5)

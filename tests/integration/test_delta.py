@@ -192,7 +192,9 @@ def test_a_server_backend_applies_the_delta_too(db, database_uri):
     postings.clear_cache()
     python = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
     assert [h["chunk_id"] for h in after["hits"]] == [h.provenance.chunk_id for h in python]
-    assert np.allclose([h["score"] for h in after["hits"]], [h.score for h in python], rtol=0, atol=1e-9)
+    # The backend's model runs on one thread and this process's on every core: the
+    # same float32 sums in another order differ in their last digits (about 1e-7).
+    assert np.allclose([h["score"] for h in after["hits"]], [h.score for h in python], rtol=0, atol=1e-6)
 
 
 def test_an_overlay_past_the_fold_share_is_folded_in_the_background(db, kb, monkeypatch):

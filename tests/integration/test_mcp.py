@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import psycopg
@@ -30,8 +24,8 @@ from pgrag.demo import SAMPLE_CORPUS, sample_documents
 from pgrag import prompts
 from tests.conftest import TEMPLATE, scratch_database
 from tests.fake_llm import FakeLLM
+from tests.serving import ROOT, as_role, child_env, free_port, listening
 
-ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "When did Lothair II's mother die?"
 BODIES = {d["title"]: d["text"] for d in sample_documents()}
 
@@ -44,12 +38,6 @@ def sample_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
         db.corpus(SAMPLE_CORPUS).ingest(sample_documents(), progress=False, extract_triples="spacy")
         db.close()
         yield uri
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)  # PGRAG_GRAPH_DIR of this test session included
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 def stdio(uri: str, *args: str) -> Client:
@@ -132,34 +120,11 @@ def test_mcp_answer_goes_through_the_scripted_llm(sample_uri):
     assert data["hits"] and all(h["provenance"]["title"] in BODIES for h in data["hits"])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def http_server(uri: str) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pgrag", "mcp", "--transport", "http", "--port", str(port),
-                             "--dsn", uri], env=child_env(), cwd=str(ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            assert time.monotonic() < deadline, "pgrag mcp --transport http did not listen"
-            time.sleep(0.2)
+    with listening("mcp", "--transport", "http", "--port", str(port), "--dsn", uri, port=port):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_mcp_streamable_http_explains_tigrag(sample_uri):
@@ -193,11 +158,8 @@ def test_mcp_reads_only_what_its_role_may_read(sample_uri):
     try:
         db.grant_reader(role)
         db.enable_tenant_isolation()
-        parts = urlsplit(sample_uri)
-        as_role = urlunsplit(parts._replace(netloc=f"{role}:@{parts.netloc.rpartition('@')[2]}"))
-
         async def session() -> None:
-            async with stdio(as_role) as client:
+            async with stdio(as_role(sample_uri, role)) as client:
                 assert (await client.call_tool("list_corpora", {})).structured_content == {"corpora": []}
                 hidden = await client.call_tool("retrieve", {"corpus": SAMPLE_CORPUS, "question": QUESTION,
                                                              "method": "bm25"})

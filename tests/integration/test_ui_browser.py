@@ -12,15 +12,10 @@ import contextlib
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -31,8 +26,8 @@ import pgrag
 from pgrag.cli import main
 from pgrag.demo import SAMPLE_CORPUS, sample_documents
 from tests.conftest import TEMPLATE, scratch_database, skip_unless_required
+from tests.serving import as_role, free_port, listening
 
-ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "When did Lothair II's mother die?"
 HOSTILE_TEXT = ("Lothair II's letters <script>document.title='pwned'</script> were copied "
                 "<img src=x onerror=\"document.title='pwned'\"> by hand.")
@@ -76,41 +71,12 @@ def browser() -> Iterator:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def as_role(uri: str, role: str) -> str:
-    parts = urlsplit(uri)
-    return urlunsplit(parts._replace(netloc=f"{role}:@{parts.netloc.rpartition('@')[2]}"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def ui(dsn: str) -> Iterator[str]:
     """`pgrag ui` in a process of its own, connected with ``dsn``."""
     port = free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    proc = subprocess.Popen([sys.executable, "-m", "pgrag", "ui", "--port", str(port), "--dsn", dsn], env=env,
-                            cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            assert time.monotonic() < deadline, "pgrag ui did not listen"
-            time.sleep(0.2)
+    with listening("ui", "--port", str(port), "--dsn", dsn, port=port):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
