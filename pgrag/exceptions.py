@@ -77,6 +77,12 @@ class RuntimeMissing(PgragError):
     sqlstate = "PR003"
 
 
+class ModelRuntimeUnavailable(PgragError):
+    """The model runtime could not be reached, or failed mid-call; start it with `pgrag server start` or `pgrag models serve`."""
+
+    sqlstate = "PR011"
+
+
 class AnswerFailed(PgragError):
     """The LLM could not produce the answer (unreachable endpoint, refused key, malformed replies)."""
 
@@ -86,7 +92,7 @@ class AnswerFailed(PgragError):
 def by_sqlstate(state: str | None) -> type[PgragError] | None:
     """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
     for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
-                AnswerFailed, AttachError, MethodNotBuilt):
+                AnswerFailed, AttachError, MethodNotBuilt, ModelRuntimeUnavailable):
         if cls.sqlstate == state:
             return cls
     return None

@@ -24,6 +24,7 @@ from typing import Any
 
 # config sets the backend's environment defaults (no model hub, one BLAS thread)
 # when it is first imported, which pgrag/__init__ does before numpy loads.
+from . import model_client
 from .exceptions import CorpusNotFound, InputError, PgragError
 
 
@@ -37,7 +38,9 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
         db = _database(plpy, GD)
         if "pgrag.threads" not in GD:
             GD["pgrag.threads"] = _threads(db)
-        result = handler(db, **params)
+        _use_model_runtime(db)
+        with model_client.waiting(db.wait):   # a cancel ends a wait on the model runtime
+            result = handler(db, **params)
     except PgragError as exc:
         # Raised by pgrag_internal._checked in SQL, so that the message reads as pgrag's own
         # (an exception leaving PL/Python is prefixed with its Python class name).
@@ -60,6 +63,14 @@ def _threads(db: Any) -> int | None:
     from .config import set_torch_threads
 
     return set_torch_threads(db.fetch_row("torch_threads_setting")[0])
+
+
+def _use_model_runtime(db: Any) -> None:
+    """The session's ``pgrag.model_runtime`` / ``pgrag.model_api_key``, read on
+    every call (a SET between calls takes effect at once; one cheap query)."""
+    from .config import set_model_runtime
+
+    set_model_runtime(*db.fetch_row("model_runtime_setting"))
 
 
 def _database(plpy: Any, GD: dict[str, Any]) -> Any:
@@ -97,9 +108,23 @@ def ping(db: Any) -> dict[str, Any]:
 
     from . import __file__ as package_file
 
-    torch = sys.modules.get("torch")   # loaded by the first call that embeds
+    torch = sys.modules.get("torch")   # loaded by the first call that embeds in process
+    heavy = ("torch", "sentence_transformers", "spacy", "sqlalchemy", "psycopg", "transformers")
     return {"python": sys.version.split()[0], "pgrag": os.path.dirname(package_file),
-            "torch_threads": torch.get_num_threads() if torch is not None else None}
+            "torch_threads": torch.get_num_threads() if torch is not None else None,
+            "loaded": sorted(m for m in heavy if m in sys.modules)}
+
+
+def model_runtime(db: Any) -> dict[str, Any]:
+    """``SELECT pgrag.model_runtime()``: this backend's choice, and the shared runtime's health."""
+    report: dict[str, Any] = model_client.describe_setting()
+    target = model_client.endpoint()
+    if target is not None and target.serves_nlp:
+        try:
+            report["health"] = model_client.health(target)
+        except PgragError as exc:
+            report["health"] = {"status": "down", "error": str(exc)}
+    return report
 
 
 def embed(db: Any, corpus: str, text: Any) -> dict[str, Any]:
@@ -331,7 +356,7 @@ def _json_default(value: Any) -> Any:
 
 
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ping": ping, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
+    "ping": ping, "model_runtime": model_runtime, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
     "llm_settings": show_llm_settings, "threadrag_index": threadrag_index,
     "threadrag_disable": threadrag_disable,
 }

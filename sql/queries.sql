@@ -648,6 +648,11 @@ SELECT nullif(current_setting('pgrag.llm_base_url', true), '') AS base_url,
        (SELECT setting::float8 FROM pg_settings WHERE name = 'statement_timeout') AS statement_timeout_ms,
        (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::float8 AS elapsed_ms;
 
+-- name: model_runtime_setting
+-- The session's pgrag.model_runtime and pgrag.model_api_key (pgrag.model_client), or NULLs.
+SELECT nullif(current_setting('pgrag.model_runtime', true), '') AS runtime,
+       nullif(current_setting('pgrag.model_api_key', true), '') AS api_key;
+
 -- name: torch_threads_setting
 -- The session's pgrag.torch_threads (intra-op threads of this backend's models), or NULL.
 SELECT nullif(current_setting('pgrag.torch_threads', true), '');

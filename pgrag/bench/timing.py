@@ -282,10 +282,10 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
             log.record(lock, method, (time.perf_counter() - t0) * 1000, None)
 
 
-def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int = 8,
+def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int | Sequence[int] = 8,
                    seconds: float = 60.0, method_names: Sequence[str] = LOAD_DEFAULT, k: int = 10,
                    compare_python: bool = False, torch_threads: Sequence[int | None] = (None,),
-                   progress: bool = True) -> dict[str, Any]:
+                   model_runtimes: Sequence[str | None] = (None,), progress: bool = True) -> dict[str, Any]:
     """Concurrent retrieval clients against one corpus through a psycopg_pool
     ConnectionPool (one connection per client), for ``seconds``.
 
@@ -300,6 +300,9 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     ``torch_threads``: one run per entry, each on fresh backends whose sessions
     set ``pgrag.torch_threads`` to it (None: the server's default, 1 a backend);
     with more than one entry the result holds the runs side by side ("runs").
+    ``model_runtimes`` likewise sets ``pgrag.model_runtime`` (None: the server's
+    setting), and ``clients`` may be a list of levels: one run per combination,
+    in the order runtime, threads, clients.
 
     ``compare_python`` then runs multi-hop tigrag the other way for as long: one
     client *process* per client calling ``kb.retrieve`` (processes, since threads
@@ -309,21 +312,23 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     unknown = [m for m in method_names if m not in LOAD_METHODS]
     if unknown or not method_names:
         raise PgragError(f"bench load runs the SQL methods {', '.join(LOAD_METHODS)}; not {', '.join(unknown)}")
-    if clients < 1 or seconds <= 0:
+    levels = [clients] if isinstance(clients, int) else list(clients)
+    if not levels or min(levels) < 1 or seconds <= 0:
         raise PgragError("clients must be at least 1 and seconds positive")
-    if not torch_threads:
-        raise PgragError("torch_threads needs at least one entry")
+    if not torch_threads or not model_runtimes:
+        raise PgragError("torch_threads and model_runtimes need at least one entry")
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
     questions = [q.question for q in load_questions(questions_file)]
     if not questions:
         raise PgragError(f"no questions in {questions_file}")
     embeddings = list(kb.embedder.encode(questions))
     work = [(m, q, e) for q, e in zip(questions, embeddings) for m in method_names]
-    runs = [_load_run(db.dsn, kb.name, questions[0], work, method_names, clients=clients, seconds=seconds, k=k,
-                      threads=threads) for threads in torch_threads]
-    python = _python_clients(db.dsn, kb.name, questions, clients, seconds, k) if compare_python else None
+    runs = [_load_run(db.dsn, kb.name, questions[0], work, method_names, clients=n, seconds=seconds, k=k,
+                      threads=threads, model_runtime=runtime)
+            for runtime in model_runtimes for threads in torch_threads for n in levels]
+    python = _python_clients(db.dsn, kb.name, questions, levels[0], seconds, k) if compare_python else None
     head = {"corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
-            "clients": clients, "k": k, "methods": list(method_names),
+            "clients": levels[0] if len(levels) == 1 else levels, "k": k, "methods": list(method_names),
             "client_model": "threads; SQL functions through psycopg_pool; query embeddings precomputed",
             "machine": {"python": platform.python_version(), "processor": platform.machine(),
                         "cpus": os.cpu_count()}}
@@ -337,7 +342,7 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
 
 def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, str, Any]],
               method_names: Sequence[str], *, clients: int, seconds: float, k: int,
-              threads: int | None) -> dict[str, Any]:
+              threads: int | None, model_runtime: str | None = None) -> dict[str, Any]:
     """One timed run of ``clients`` threads on a pool of fresh connections."""
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
@@ -345,8 +350,11 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
     log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
     lock = threading.Lock()
     kwargs: dict[str, Any] = {"autocommit": True}
-    if threads is not None:
-        kwargs["options"] = f"-c pgrag.torch_threads={int(threads)}"
+    settings = [f"-c pgrag.torch_threads={int(threads)}"] if threads is not None else []
+    if model_runtime is not None:   # from the command line: a word, a socket path or a URL, no spaces
+        settings.append(f"-c pgrag.model_runtime={model_runtime}")
+    if settings:
+        kwargs["options"] = " ".join(settings)
     with ConnectionPool(dsn, min_size=clients, max_size=clients, configure=register_vector,
                         kwargs=kwargs, open=True) as pool:
         pool.wait(timeout=30)
@@ -369,8 +377,8 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         return round(percentile(ts, p), 2) if ts else None
 
     return {
-        "torch_threads": threads if threads is not None else "server default",
-        "seconds": round(elapsed, 2), "requests": len(every) + log.errors, "errors": log.errors,
+        "clients": clients, "torch_threads": threads if threads is not None else "server default",
+        "model_runtime": model_runtime or "server default", "seconds": round(elapsed, 2), "requests": len(every) + log.errors, "errors": log.errors,
         "error_samples": log.error_samples,
         "throughput_rps": round(len(every) / elapsed, 2) if elapsed else 0.0,
         "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),

@@ -86,6 +86,9 @@ def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:
     return any(get(name).needs_triples for name in method_names)
 
 
+MAX_QUESTION_CHARS = 10_000
+
+
 def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[str, Any] | None = None) -> "Hits":
     """Run method ``name``: the one entry point of both homes (client and server)."""
     if not isinstance(question, str):
@@ -94,6 +97,10 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
     question = question.replace("\x00", " ")
     if not question.strip():
         raise InputError("question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        # The embedding model reads a few hundred words; a longer "question" is a
+        # document sent by mistake, and would only cost every stage its length.
+        raise InputError(f"a question is at most {MAX_QUESTION_CHARS:,} characters, this one has {len(question):,}")
     try:  # a lone surrogate can be neither embedded nor sent to PostgreSQL
         question.encode("utf-8")
     except UnicodeEncodeError as error:

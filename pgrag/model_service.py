@@ -1,0 +1,408 @@
+"""The model runtime: one process that holds the models for a whole machine.
+
+Every backend and client that embeds a text or parses one with spaCy can send it
+here instead of loading torch and the model itself (a few hundred MB and ~5 s per
+process). Requests arriving together are run as one model batch: a question
+alone costs MiniLM about 8.5 ms on one thread, each of eight in a batch 4.5 ms.
+
+It speaks OpenAI's ``/v1/embeddings`` (so pgrag.model_client talks to any such
+endpoint the same way), plus pgrag's ``/pgrag/v1/parse`` (spaCy sentences and
+entities) and ``/health``. It listens on a Unix socket created 0600 (0660 with
+a group), never on the network. Served by uvicorn + starlette; this module holds
+only the batching and the routes.
+
+``serve`` runs it in this process; ``supervise`` (``pgrag models serve``) runs it
+as a child and starts it again when it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import grp
+import logging
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import config
+from .model_client import MAX_CHARS, MAX_INPUTS, model_key
+
+log = logging.getLogger("pgrag.models")
+
+MAX_BODY = 64 << 20          # bytes per request: a large ingest batch of documents
+MAX_PARSE_CHARS = 2_000_000  # per text for spaCy (pgrag.text cuts paragraphs at 100k)
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    texts: int = 0
+    batches: int = 0
+    largest_batch: int = 0
+    queued: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.time)
+
+
+class Batcher:
+    """Runs ``work`` on batches of the texts of requests that arrive together:
+    the first text waits at most ``window`` seconds for company, a batch holds at
+    most ``max_batch`` texts, and one model call runs at a time (``executor``)."""
+
+    def __init__(self, work: Callable[[list[Any]], list[Any]], executor: ThreadPoolExecutor, stats: Stats, *,
+                 window: float, max_batch: int) -> None:
+        self.work, self.executor, self.stats = work, executor, stats
+        self.window, self.max_batch = window, max_batch
+        self.queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self, items: list[Any]) -> list[Any]:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._loop())
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in items]
+        for item, future in zip(items, futures):
+            self.queue.put_nowait((item, future))
+        self.stats.queued += len(items)
+        return list(await asyncio.gather(*futures))
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self.queue.get()]
+            if self.window > 0 and self.queue.qsize() < self.max_batch - 1:
+                await asyncio.sleep(self.window)   # company arriving now shares the model call
+            while len(batch) < self.max_batch and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            live = [(item, f) for item, f in batch if not f.cancelled()]
+            self.stats.queued -= len(batch)
+            if not live:
+                continue
+            self.stats.batches += 1
+            self.stats.largest_batch = max(self.stats.largest_batch, len(live))
+            try:
+                results = await loop.run_in_executor(self.executor, self.work, [item for item, _ in live])
+            except Exception as exc:  # the model failed: every caller of the batch hears why
+                self.stats.errors += 1
+                for _, future in live:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(live, results):
+                if not future.done():
+                    future.set_result(result)
+
+
+class Models:
+    """The models the runtime serves: one embedding model, spaCy pipelines on demand."""
+
+    def __init__(self, model: str, *, window: float, max_batch: int) -> None:
+        from .embed import loaded_embedder
+
+        self.embedder = loaded_embedder(model)
+        self.name = model
+        self.stats = Stats()
+        # One thread runs every model call: torch already spreads one call over the
+        # cores (config.torch_threads), and two calls at once would fight for them.
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-model")
+        self.embeddings = Batcher(self._encode, self.executor, self.stats, window=window, max_batch=max_batch)
+        self.parsers: dict[tuple[str, bool], Batcher] = {}
+        self.window, self.max_batch = window, max_batch
+
+    def _encode(self, texts: list[str]) -> list[Any]:
+        return list(self.embedder.encode(texts, batch_size=self.max_batch))
+
+    def parser(self, model: str, sentences: bool) -> Batcher:
+        key = (model, sentences)
+        if key not in self.parsers:
+            from . import nlp
+
+            def work(texts: list[str]) -> list[Any]:
+                return nlp.parse_here(texts, model, sentences=sentences)
+
+            self.parsers[key] = Batcher(work, self.executor, self.stats, window=self.window, max_batch=self.max_batch)
+        return self.parsers[key]
+
+    def health(self) -> dict[str, Any]:
+        s = self.stats
+        return {"status": "ok", "model": self.name, "dim": self.embedder.dim, "uncased": self.embedder.uncased,
+                "pid": os.getpid(), "threads": config.torch_threads(), "uptime_s": round(time.time() - s.started, 1),
+                "requests": s.requests, "texts": s.texts, "batches": s.batches, "largest_batch": s.largest_batch,
+                "queue": s.queued, "errors": s.errors, "window_ms": self.window * 1000, "max_batch": self.max_batch,
+                "spacy_models": sorted({m for m, _ in self.parsers})}
+
+
+def _error(status: int, message: str, code: str | None = None) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                        status_code=status)
+
+
+async def _body(request: Any) -> dict[str, Any] | Any:
+    """The request's JSON object, or the error response that refuses it."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        return _error(413, f"a request is at most {MAX_BODY >> 20} MB, this one is {int(declared) >> 20} MB")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return _error(413, f"a request is at most {MAX_BODY >> 20} MB")
+        chunks.append(chunk)
+    import json
+
+    try:
+        body = json.loads(b"".join(chunks))
+    except ValueError:
+        return _error(400, "the body is not JSON")
+    if not isinstance(body, dict):
+        return _error(400, "the body must be a JSON object")
+    return body
+
+
+def _inputs(body: dict[str, Any], limit: int) -> list[str] | Any:
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return _error(400, "input must be a string or a list of strings")
+    if len(texts) > MAX_INPUTS:
+        return _error(413, f"at most {MAX_INPUTS} inputs a request, not {len(texts)}: send them in parts")
+    too_long = next((i for i, t in enumerate(texts) if len(t) > limit), None)
+    if too_long is not None:
+        return _error(413, f"input {too_long} has {len(texts[too_long]):,} characters; at most {limit:,}")
+    return texts
+
+
+def create_app(models: Models) -> Any:
+    """The starlette application over ``models``."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def embeddings(request: Any) -> Any:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            return body
+        if body.get("model") and model_key(str(body["model"])) != model_key(models.name):
+            return _error(404, f"this runtime serves {models.name!r}, not {body['model']!r}", "model_not_found")
+        texts = _inputs(body, MAX_CHARS)
+        if not isinstance(texts, list):
+            return texts
+        models.stats.requests += 1
+        models.stats.texts += len(texts)
+        vectors = await models.embeddings.run(texts)
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [{"object": "embedding", "index": i,
+                 "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") if as_base64 else v.tolist()}
+                for i, v in enumerate(vectors)]
+        tokens = sum(len(t.split()) for t in texts)   # an estimate: the wire format wants a count
+        return JSONResponse({"object": "list", "data": data, "model": models.name,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    async def parse(request: Any) -> Any:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            return body
+        texts = _inputs(body, MAX_PARSE_CHARS)
+        if not isinstance(texts, list):
+            return texts
+        model = str(body.get("model") or config.DEFAULT_SPACY_MODEL)
+        models.stats.requests += 1
+        models.stats.texts += len(texts)
+        try:
+            parsed = await models.parser(model, bool(body.get("sentences", True))).run(texts)
+        except Exception as exc:  # a missing spaCy model: the caller's error, said plainly
+            return _error(400, str(exc))
+        data = [{"index": i, "sentences": p.sentences, "entities": [[e.text, e.label, e.start, e.end] for e in p.entities]}
+                for i, p in enumerate(parsed)]
+        return JSONResponse({"object": "list", "data": data, "model": model})
+
+    async def health(request: Any) -> Any:
+        return JSONResponse(models.health())
+
+    async def model_list(request: Any) -> Any:
+        return JSONResponse({"object": "list", "data": [{"id": models.name, "object": "model", "owned_by": "pgrag"}]})
+
+    return Starlette(routes=[
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/pgrag/v1/parse", parse, methods=["POST"]),
+        Route("/v1/models", model_list, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ])
+
+
+def bind(path: Path, group: str | None = None, owner: str | None = None) -> socket.socket:
+    """A listening Unix socket at ``path`` that only its owner (this OS user, or
+    ``owner``: the server's OS user when root starts the runtime for it) and
+    ``group`` can open. Created under a strict umask, so it is never briefly open
+    to all (uvicorn's own ``uds=`` makes it 0666). A live runtime already there
+    is an error; a stale file left by a killed one is replaced."""
+    if path.exists():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()
+        else:
+            raise OSError(f"a model runtime already listens at {path}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o117 if group else 0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chown(path, pwd.getpwnam(owner).pw_uid if owner else -1, grp.getgrnam(group).gr_gid if group else -1)
+    os.chmod(path, 0o660 if group else 0o600)
+    sock.listen(512)
+    return sock
+
+
+def serve(path: Path, model: str, *, group: str | None = None, owner: str | None = None, window_ms: float = 2.0,
+          max_batch: int = 64) -> None:
+    """Load the models, then serve them on ``path`` until SIGTERM / SIGINT."""
+    import uvicorn
+
+    threads = config.torch_threads()
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    models = Models(model, window=window_ms / 1000, max_batch=max_batch)
+    models.embedder.encode(["warm up"])   # the first call allocates; do it before the first caller
+    sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
+    server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning", access_log=False,
+                                           lifespan="off", timeout_keep_alive=300))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def supervise(argv: list[str], *, restart_delay: float = 0.5) -> int:
+    """Run ``python -m pgrag.model_service argv`` as a child and start it again
+    whenever it dies (a crash, an out-of-memory kill), until SIGTERM / SIGINT.
+    A child that dies within 10 s of its start makes the next wait longer (at
+    most 30 s), so a runtime that cannot start does not spin."""
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    delay = restart_delay
+    while not stopping:
+        started = time.monotonic()
+        child = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", *argv])
+        code = child.wait()
+        if stopping:
+            break
+        quick = time.monotonic() - started < 10
+        delay = min(30.0, delay * 2) if quick else restart_delay
+        print(f"pgrag models: the runtime (pid {child.pid}) exited with {code}; starting it again in {delay:.1f} s",
+              file=sys.stderr, flush=True)
+        time.sleep(delay)
+    return 0
+
+
+# -- beside the embedded server ------------------------------------------------
+
+def files(data_dir: Path) -> tuple[Path, Path, Path]:
+    """The runtime's socket, pid file and log beside the embedded server's data."""
+    data_dir = data_dir.expanduser().resolve()
+    return (data_dir / config.MODEL_SOCKET_NAME, data_dir / "pgrag-models.pid", data_dir / "pgrag-models.log")
+
+
+def start_detached(data_dir: Path, model: str = config.DEFAULT_EMBEDDING_MODEL, *, wait: float = 180.0) -> Path:
+    """Start ``pgrag models serve`` for the embedded server in ``data_dir`` (it
+    keeps running, as the server does) and wait until it answers; its socket."""
+    from .exceptions import ServerError
+    from .model_client import Endpoint, health
+
+    sock, pid_file, log_file = files(data_dir)
+    target = Endpoint(socket=sock)
+    with contextlib.suppress(Exception):
+        health(target)
+        return sock   # already serving
+    owner = pwd.getpwuid(data_dir.stat().st_uid).pw_name
+    command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(sock), "--model", model,
+               "--owner", owner]
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    pid_file.write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(Exception):
+            health(target)
+            return sock
+        time.sleep(0.2)
+    stop_detached(data_dir)
+    tail = log_file.read_text(errors="replace")[-2000:]
+    raise ServerError(f"the model runtime for {data_dir} did not start (log {log_file}):\n{tail}")
+
+
+def stop_detached(data_dir: Path, wait: float = 15.0) -> bool:
+    """Stop the runtime ``start_detached`` started; False when none ran."""
+    sock, pid_file, _ = files(data_dir)
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    pid_file.unlink(missing_ok=True)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    sock.unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pgrag.model_service", description="pgrag's model runtime")
+    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--model", default=config.DEFAULT_EMBEDDING_MODEL)
+    parser.add_argument("--group", default=None)
+    parser.add_argument("--owner", default=None)
+    parser.add_argument("--window-ms", type=float, default=2.0)
+    parser.add_argument("--max-batch", type=int, default=64)
+    args = parser.parse_args(argv)
+    serve(args.socket, args.model, group=args.group, owner=args.owner, window_ms=args.window_ms, max_batch=args.max_batch)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""The shared model runtime (issue 36): one process embeds and parses for every
+backend and client. Real parts: the runtime process (uvicorn on a Unix socket),
+the embedded server's backends, MiniLM and spaCy. Faults are real too: SIGKILL,
+SIGSTOP (a runtime that hangs), a socket nobody serves, a socket another OS
+user may not open."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+import pgrag
+from pgrag import model_client
+from pgrag.embed import loaded_embedder
+
+QUESTION = "Who was the mother of Lothair II?"
+METHODS = ["bm25", "dense", "hybrid", "tigrag", "t2rag", "threadrag", "cirag"]
+
+
+def _start(socket: Path, owner: str, *args: str, supervised: bool = False) -> subprocess.Popen:
+    if supervised:
+        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(socket), "--owner", owner, *args]
+    else:
+        command = [sys.executable, "-m", "pgrag.model_service", "--socket", str(socket), "--owner", owner, *args]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    _wait_healthy(socket, proc)
+    return proc
+
+
+def _wait_healthy(socket: Path, proc: subprocess.Popen | None = None, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the runtime exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            return model_client.health(model_client.Endpoint(socket=socket))
+        except pgrag.PgragError:
+            time.sleep(0.2)
+    raise AssertionError(f"no runtime answered on {socket}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def runtime(pg_data_dir: Path):
+    """A supervised runtime (``pgrag models serve``) serving MiniLM, its socket
+    owned by the server's OS user as `pgrag server start` makes it."""
+    socket = pg_data_dir.parent / "models.sock"
+    owner = pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name
+    proc = _start(socket, owner, supervised=True)
+    yield socket
+    _stop(proc)
+
+
+@pytest.fixture
+def kb(db, wiki_docs):
+    corpus = db.corpus("runtime", methods=["threadrag"])
+    corpus.ingest(wiki_docs[:4], progress=False, extract_triples="spacy")
+    return corpus
+
+
+def _shared(uri: str, socket: Path) -> psycopg.Connection:
+    conn = psycopg.connect(uri, autocommit=True)
+    conn.execute("SELECT set_config('pgrag.model_runtime', %s, false)", (f"unix:{socket}",))
+    return conn
+
+
+def _ping(conn: psycopg.Connection) -> dict:
+    return conn.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]
+
+
+def _retrieve(conn: psycopg.Connection, method: str, question: str = QUESTION) -> list[tuple]:
+    return conn.execute("SELECT chunk_id, score FROM pgrag.retrieve('runtime', %s, %s, 5)", (question, method)).fetchall()
+
+
+def test_a_backend_gets_the_same_vectors_and_hits_through_the_runtime_and_loads_no_model(runtime, kb, database_uri):
+    texts = [QUESTION, "Lothair II was King of Lotharingia.", "x" * 300]
+    here = loaded_embedder("all-MiniLM-L6-v2").encode(texts)
+    remote = model_client.RemoteEmbedder(model_client.Endpoint(socket=runtime), "all-MiniLM-L6-v2").encode(texts)
+    assert np.max(1 - np.sum(here * remote, axis=1)) < 1e-6
+
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        inprocess = {m: _retrieve(conn, m) for m in METHODS}
+    with _shared(database_uri, runtime) as conn:
+        served = conn.execute("SELECT pgrag.model_runtime()").fetchone()[0]
+        shared = {m: _retrieve(conn, m) for m in METHODS}
+        vector = conn.execute("SELECT pgrag.embed('runtime', %s)::text", (QUESTION,)).fetchone()[0]
+        loaded = _ping(conn)["loaded"]
+    assert served["runtime"] == f"unix:{runtime}" and served["health"]["model"] == "all-MiniLM-L6-v2"
+    for method in METHODS:
+        assert shared[method] and [c for c, _ in shared[method]] == [c for c, _ in inprocess[method]], method
+        assert np.allclose([s for _, s in shared[method]], [s for _, s in inprocess[method]], atol=1e-6), method
+    assert np.max(np.abs(np.array(json.loads(vector)) - here[0])) < 1e-6
+    # threadrag asks spaCy for the question's names: through the runtime too
+    assert not {"torch", "sentence_transformers", "transformers", "spacy", "sqlalchemy"} & set(loaded), loaded
+
+
+CHUNKS = ("SELECT d.external_id, c.ordinal, c.text, c.embedding::text FROM pgrag.chunk c "
+          "JOIN pgrag.document d USING (corpus_id, document_id) JOIN pgrag.corpus k USING (corpus_id) "
+          "WHERE k.name = %s ORDER BY 1, 2")
+ENTITIES = ("SELECT e.entity, e.label, e.char_start FROM pgrag.chunk_entity e JOIN pgrag.corpus k USING (corpus_id) "
+            "WHERE k.name = %s ORDER BY 1, 2, 3")
+
+
+def test_a_client_ingests_through_the_runtime_as_it_does_in_process(runtime, db, wiki_docs, monkeypatch):
+    db.corpus("here").ingest(wiki_docs[:3], progress=False)
+    monkeypatch.setenv("PGRAG_MODEL_RUNTIME", f"unix:{runtime}")
+    before = _wait_healthy(runtime)["texts"]
+    db.corpus("there").ingest(wiki_docs[:3], progress=False)
+    assert _wait_healthy(runtime)["texts"] > before   # chunks and spaCy parses went to the runtime
+    with psycopg.connect(db.dsn) as conn:
+        here, there = (conn.execute(CHUNKS, (name,)).fetchall() for name in ("here", "there"))
+        entities = [conn.execute(ENTITIES, (name,)).fetchall() for name in ("here", "there")]
+    assert here and [r[:3] for r in here] == [r[:3] for r in there]
+    for a, b in zip(here, there):
+        assert np.max(np.abs(np.array(json.loads(a[3])) - np.array(json.loads(b[3])))) < 1e-6
+    assert entities[0] and entities[0] == entities[1]
+
+
+def test_a_runtime_serving_another_model_is_refused_never_mixed(kb, database_uri, pg_data_dir, tmp_path):
+    socket = pg_data_dir.parent / "random.sock"
+    proc = _start(socket, pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name, "--model", "random-384")
+    try:
+        with _shared(database_uri, socket) as conn:
+            with pytest.raises(psycopg.Error) as caught:
+                _retrieve(conn, "dense")
+        assert caught.value.sqlstate == "PR002"
+        assert "serves 'random-384', not 'all-MiniLM-L6-v2'" in str(caught.value)
+        # the same runtime, asked for its own model, bounds what one request may hold
+        remote = model_client.RemoteEmbedder(model_client.Endpoint(socket=socket), "random-384")
+        assert remote.encode([f"text {i}" for i in range(10_000)]).shape == (10_000, 384)   # sent in parts
+        assert len(remote.encode(["a" * 1_000_000])[0]) == 384                             # cut, not refused
+        status, body = _post(socket, {"input": ["t"] * 2049, "model": "random-384"})
+        assert status == 413 and "at most 2048 inputs" in body["error"]["message"]
+        status, body = _post(socket, {"input": ["a" * 1_000_000]})
+        assert status == 413 and "at most 100,000" in body["error"]["message"]
+    finally:
+        _stop(proc)
+
+
+def _post(socket: Path, body: dict) -> tuple[int, dict]:
+    conn = model_client._UnixConnection(socket)
+    conn.request("POST", "/v1/embeddings", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    out = response.status, json.loads(response.read())
+    conn.close()
+    return out
+
+
+def test_an_unreachable_runtime_is_an_error_that_names_the_command(kb, database_uri, tmp_path):
+    with _shared(database_uri, tmp_path / "nobody.sock") as conn:
+        with pytest.raises(psycopg.Error) as caught:
+            _retrieve(conn, "dense")
+        assert _retrieve(conn, "bm25")   # no model needed: unaffected
+    assert caught.value.sqlstate == "PR011"
+    assert "is not running" in str(caught.value) and "pgrag models serve --socket" in str(caught.value)
+
+
+def test_a_question_of_a_megabyte_is_refused_plainly(runtime, kb, database_uri):
+    with _shared(database_uri, runtime) as conn:
+        with pytest.raises(psycopg.Error) as caught:
+            _retrieve(conn, "dense", "mother " * 150_000)
+    assert caught.value.sqlstate == "PR005" and "at most 10,000 characters" in str(caught.value)
+
+
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn()
+        except psycopg.Error as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, database_uri):
+    pid = _wait_healthy(runtime)["pid"]
+    with _shared(database_uri, runtime) as conn:
+        _retrieve(conn, "dense")   # the backend's connection to the runtime is open
+        os.kill(pid, signal.SIGSTOP)   # the runtime hangs: the call waits in it, not in PostgreSQL
+        try:
+            conn.execute("SET statement_timeout = 500")
+            started = time.monotonic()
+            thread, timed_out = _in_thread(lambda: _retrieve(conn, "dense", "Who was the father of Lothair II?"))
+            thread.join(5)
+            assert not thread.is_alive() and time.monotonic() - started < 1.5
+            assert isinstance(timed_out.get("error"), psycopg.errors.QueryCanceled)
+
+            conn.execute("SET statement_timeout = 0")
+            thread, canceled = _in_thread(lambda: _retrieve(conn, "dense", "Who was the brother of Lothair II?"))
+            time.sleep(0.5)
+            with psycopg.connect(database_uri, autocommit=True) as other:
+                started = time.monotonic()
+                other.execute("SELECT pg_cancel_backend(%s)", (conn.info.backend_pid,))
+                thread.join(5)
+            assert not thread.is_alive() and time.monotonic() - started < 1.0
+            assert isinstance(canceled.get("error"), psycopg.errors.QueryCanceled)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        thread.join(30)
+        assert _retrieve(conn, "dense")   # the same session goes on once the runtime does
+
+
+def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(runtime, kb, database_uri):
+    old = _wait_healthy(runtime)["pid"]
+    errors: list[psycopg.Error] = []
+    done: list[int] = []
+    stop = threading.Event()
+
+    def client(i: int) -> None:
+        with _shared(database_uri, runtime) as conn:
+            while not stop.is_set():
+                try:
+                    _retrieve(conn, "dense", f"{QUESTION} {i} {len(done)}")
+                    done.append(i)
+                except psycopg.Error as exc:
+                    errors.append(exc)
+                    time.sleep(0.05)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    os.kill(old, signal.SIGKILL)
+    new = _wait_healthy(runtime)   # the supervisor started it again
+    served = len(done)
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert new["pid"] != old and len(done) > served   # calls succeed again once it is back
+    assert errors, "no call saw the runtime go"
+    assert {e.sqlstate for e in errors} == {"PR011"}, {str(e) for e in errors}
+    with psycopg.connect(database_uri, autocommit=True) as conn:   # no backend crashed: the server took no restart
+        assert conn.execute("SELECT pg_postmaster_start_time() < now() - interval '5 seconds'").fetchone()[0]
+
+
+def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_data_dir):
+    mode = runtime.stat().st_mode & 0o777
+    assert mode == 0o600 and runtime.stat().st_uid == pg_data_dir.stat().st_uid
+    if os.geteuid() != 0:
+        pytest.skip("needs root to try the socket as another OS user")   # CI runs as root
+    probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX)\n"
+             "try: s.connect(sys.argv[1]); print('open')\nexcept PermissionError: print('refused')")
+    other = subprocess.run([sys.executable, "-c", probe, str(runtime)], user="nobody", capture_output=True,
+                           text=True, timeout=30, cwd="/")
+    assert other.stdout.strip() == "refused", other.stderr
