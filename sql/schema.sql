@@ -23,6 +23,7 @@
 -- function pgrag.hybrid(corpus text, query text, query_embedding vector, k integer, depth integer, rrf_k integer) RETURNS SETOF pgrag.hit
 -- function pgrag.index(corpus text) RETURNS jsonb
 -- function pgrag.llm_settings() RETURNS TABLE(setting text, value text, source text)
+-- function pgrag.model_runtime() RETURNS jsonb
 -- function pgrag.ppr(corpus text, seeds text[], damping double precision, top integer, tolerance double precision, max_iterations integer) RETURNS TABLE(term text, score double precision)
 -- function pgrag.propositions(corpus text, query_embedding vector, unique_chunks integer) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, external_id text, title text, char_start integer, char_end integer, query integer)
 -- function pgrag.propositions(corpus text, query_embeddings vector[], unique_chunks integer) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, external_id text, title text, char_start integer, char_end integer, query integer)

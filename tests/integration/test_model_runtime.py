@@ -57,7 +57,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def runtime(pg_data_dir: Path):
+def runtime(pg_uri: str, pg_data_dir: Path):
     """A supervised runtime (``pgrag models serve``) serving MiniLM, its socket
     owned by the server's OS user as `pgrag server start` makes it."""
     socket = pg_data_dir.parent / "models.sock"
@@ -254,7 +254,7 @@ def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(run
         assert conn.execute("SELECT pg_postmaster_start_time() < now() - interval '5 seconds'").fetchone()[0]
 
 
-def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_data_dir):
+def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_dir):
     mode = runtime.stat().st_mode & 0o777
     assert mode == 0o600 and runtime.stat().st_uid == pg_data_dir.stat().st_uid
     if os.geteuid() != 0:
