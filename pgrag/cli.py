@@ -138,10 +138,8 @@ def server_stop(data_dir: Path | None) -> None:
 @server.command("status")
 @data_dir_option
 def server_status(data_dir: Path | None) -> None:
-    """Say whether the embedded server runs; print its URI on a line of its own.
-
-    Open psql on it with:  "$(pgrag server status --psql)" "$(pgrag server status --uri)"
-    """
+    """Say whether the embedded server runs; print its URI on a line of its own,
+    and psql's path (or open psql on it with `pgrag server psql`)."""
     st = srv.status(_settings(None, data_dir).data_dir)
     click.echo(f"data directory: {st.data_dir}")
     click.echo(f"running: {'yes, pid ' + str(st.pid) if st.running else 'no'}")
@@ -720,14 +718,18 @@ def bench() -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the figures as JSON here.")
 @click.option("--methods", "method_names", default="",
               help="Methods the corpus must serve, as for `pgrag ingest` (threadrag: time its semantic nodes too).")
+@click.option("--model-runtime", "model_runtimes", default="", metavar="R[,S...]",
+              help="One ingest per value, with the models there: inprocess, shared, unix:PATH, a URL "
+                   "(default: PGRAG_MODEL_RUNTIME's choice). Example: inprocess,shared.")
 @dsn_option
 def bench_ingest(corpus_file: Path, limit: int | None, batch_size: int | None, out: Path | None,
-                 method_names: str, dsn: str | None) -> None:
+                 method_names: str, model_runtimes: str, dsn: str | None) -> None:
     """Time a full ingest and split it: embedding, spaCy, everything else."""
     from .bench.timing import ingest_benchmark
 
+    runtimes: list[str | None] = [r.strip() for r in model_runtimes.split(",") if r.strip()] or [None]
     result = ingest_benchmark(_connect(dsn), corpus_file, limit=limit, batch_size=batch_size,
-                              methods=_ingest_methods(method_names))
+                              methods=_ingest_methods(method_names), model_runtimes=runtimes)
     _echo_json(result, out)
 
 

@@ -27,11 +27,28 @@ from ..sources import load_path
 
 def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = None,
                      batch_size: int | None = None, progress: bool = True,
-                     methods: Sequence[str] = ()) -> dict[str, Any]:
+                     methods: Sequence[str] = (), model_runtimes: Sequence[str | None] = (None,)) -> dict[str, Any]:
     """Ingest ``corpus_file`` into a fresh corpus and report the split of the wall
     time: neural embedding, spaCy (sentences, NER) and everything else. The corpus
     maintains the families ``methods`` need (ThreadRAG's semantic nodes, whose
-    share is ``node_embedding_seconds``), else none."""
+    share is ``node_embedding_seconds``), else none. ``model_runtimes``: one
+    ingest per entry with this process's models there (config.set_model_runtime;
+    None: as configured), side by side as "runs" when there are several."""
+    from ..config import set_model_runtime
+
+    runs = []
+    for runtime in model_runtimes:
+        set_model_runtime(runtime)
+        try:
+            runs.append({"model_runtime": runtime or "as configured",
+                         **_ingest_run(db, corpus_file, limit, batch_size, progress, methods)})
+        finally:
+            set_model_runtime(None)
+    return runs[0] if len(runs) == 1 else {"runs": runs}
+
+
+def _ingest_run(db: Database, corpus_file: Path, limit: int | None, batch_size: int | None, progress: bool,
+                methods: Sequence[str]) -> dict[str, Any]:
     docs = load_path(corpus_file)
     if limit:
         docs = docs[:limit]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import pgrag
-from pgrag import methods, server
+from pgrag import methods, model_service, server
 from pgrag.cli import main
 from pgrag.resources import resource_dir
 
@@ -93,6 +93,7 @@ def cli_data_dir():
     when an assertion failed with it running."""
     root = Path(tempfile.mkdtemp(prefix="pgrag-cli-"))
     yield root / "pg"
+    model_service.stop_detached(root / "pg")
     server.stop(root / "pg")
     shutil.rmtree(root, ignore_errors=True)
 
@@ -104,9 +105,17 @@ def test_server_start_stop(cli_data_dir):
     uri = result.output.strip().splitlines()[-1]
     assert uri.startswith("postgresql://")
     assert run("server", "status", "--data-dir", str(data_dir)).exit_code == 0
+    # the model runtime started beside it, its socket the server's OS user's alone
+    models = run("models", "status", "--data-dir", str(data_dir), "--json")
+    assert models.exit_code == 0, models.output
+    assert json.loads(models.output)["model"] == "all-MiniLM-L6-v2"
+    socket = data_dir / "pgrag-models.sock"
+    assert socket.stat().st_mode & 0o777 == 0o600 and socket.stat().st_uid == data_dir.stat().st_uid
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
     status = run("server", "status", "--data-dir", str(data_dir))
     assert status.exit_code == 3 and "running: no" in status.output
+    down = run("models", "status", "--data-dir", str(data_dir))
+    assert down.exit_code == 3 and "status: down" in down.output and not socket.exists()
     assert "not running" in run("server", "stop", "--data-dir", str(data_dir)).output
 
 
