@@ -35,7 +35,7 @@ from .exceptions import (
 if TYPE_CHECKING:
     from .context import Context
     from .corpus import Corpus
-    from .database import Database, open_database
+    from .database import Database
     from .ingest import IngestReport
     from .results import Answer, Hit, Hits, Provenance, Trace
 

@@ -196,7 +196,7 @@ class Client:
                     f"`pgrag models serve --socket {os.path.abspath(self.target.socket)}`" if self.target.socket is not None
                     else "check that the endpoint is up")
             return ModelRuntimeUnavailable(f"the model runtime at {where} is not running or not open to this OS user "
-                                           f"({exc.__class__.__name__}: {exc.strerror or exc}); "
+                                           f"({exc.__class__.__name__}: {getattr(exc, 'strerror', None) or exc}); "
                                            f"{hint}, or set pgrag.model_runtime = 'inprocess'")
         return ModelRuntimeUnavailable(f"the model runtime at {where} failed mid-call "
                                        f"({exc.__class__.__name__}: {exc}); nothing was written, retry once it is back")

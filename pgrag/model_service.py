@@ -378,16 +378,25 @@ def stop_detached(data_dir: Path, wait: float = 15.0) -> bool:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            os.waitpid(pid, os.WNOHANG)   # our own child (started by this process): reap it
+        if not _alive(pid):
             return True
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
     sock.unlink(missing_ok=True)
     return True
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (whose parent has not reaped it, e.g.
+    PID 1 in some containers) has stopped."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,6 @@ user may not open."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import pwd
