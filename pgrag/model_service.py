@@ -72,8 +72,12 @@ class Batcher:
             self.task = asyncio.get_running_loop().create_task(self._loop())
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in items]
-        for item, future in zip(items, futures):
-            self.queue.put_nowait((item, future))
+        # Longest first: a large request (an ingest batch) then fills each model
+        # call with texts of about one length, as an in-process encode sorts them,
+        # instead of padding short texts to a long one's length.
+        order = sorted(range(len(items)), key=lambda i: -len(items[i])) if len(items) > 1 else range(len(items))
+        for i in order:
+            self.queue.put_nowait((items[i], futures[i]))
         self.stats.queued += len(items)
         return list(await asyncio.gather(*futures))
 
@@ -121,7 +125,7 @@ class Models:
         self.window, self.max_batch = window, max_batch
 
     def _encode(self, texts: list[str]) -> list[Any]:
-        return list(self.embedder.encode(texts, batch_size=self.max_batch))
+        return list(self.embedder.encode(texts))   # sub-batches of 32, as in process
 
     def parser(self, model: str, sentences: bool) -> Batcher:
         key = (model, sentences)
