@@ -291,6 +291,10 @@ def serve(path: Path, model: str, *, group: str | None = None, owner: str | None
     sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
     server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning", access_log=False,
                                            lifespan="off", timeout_keep_alive=300))
+    # uvicorn re-raises the SIGTERM / SIGINT that stopped it once it has shut down:
+    # as SystemExit here, so that the socket file is removed on the way out.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: sys.exit(0))
     try:
         server.run(sockets=[sock])
     finally:

@@ -214,8 +214,11 @@ def test_corpus_names_are_data_not_sql(db, wiki_docs, name):
 
 
 def test_hostile_questions_are_just_text(kb):
-    for question in ["%(k)s", "'; SELECT pg_sleep(10); --", "\u202e\u0000"[:1] + "ülß ΣΊΣΥΦΟΣ", "x" * 100_000]:
+    for question in ["%(k)s", "'; SELECT pg_sleep(10); --", "\u202e\u0000"[:1] + "ülß ΣΊΣΥΦΟΣ", "x" * 10_000]:
         assert isinstance(kb.retrieve(question, method="bm25", k=3), list)
+    # a document sent as a question is refused plainly, not run through every stage
+    with pytest.raises(pgrag.InputError, match="at most 10,000 characters, this one has 100,000"):
+        kb.retrieve("x" * 100_000, method="bm25", k=3)
     hits = kb.retrieve("Lothair\x00mother", method="bm25", k=3)
     assert hits and hits.trace.steps[0]["query_terms"] == ["lothair", "mother"]
 
