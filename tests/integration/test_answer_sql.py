@@ -123,6 +123,7 @@ def test_the_key_is_never_stored_returned_traced_or_in_an_error(uri, conn):
                             (f"%{SECRET}%",)).fetchone() == (0,), table
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_falls_back_or_raises_when_strict(conn):
     conn.execute("SELECT set_config('pgrag.llm_base_url', 'http://127.0.0.1:9/v1', false)")
     answer, hits, trace, *_rest, finish = ask(conn, "Where did Lothair II die?")
@@ -302,6 +303,7 @@ def test_each_answering_method_from_sql_equals_python(uri, method):
             python.trace.llm_calls, python.trace.prompt_tokens, python.trace.completion_tokens)
 
 
+@pytest.mark.slow
 def test_four_sessions_asking_at_once_get_their_own_answers(uri):
     """4 sessions, each asking its own questions in a loop for 30 s: no
     errors, and every answer belongs to the question that asked it."""

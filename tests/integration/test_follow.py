@@ -371,6 +371,7 @@ def test_failing_items_are_retried_with_backoff_then_parked_and_can_be_requeued(
     assert_equals_rebuild(db, kb, source_docs(app, "articles"))
 
 
+@pytest.mark.slow
 def test_two_workers_and_concurrent_writes_lose_and_duplicate_nothing(db, app, database_uri):
     seconds = float(os.environ.get("FOLLOW_TEST_SECONDS", "15"))
     # Audit every item the triggers enqueue (test instrumentation on a scratch database).
@@ -474,6 +475,7 @@ def test_the_worker_sleeps_until_notified(db, app, database_uri):
     assert [h.provenance.external_id for h in db.corpus("wiki", create=False).retrieve("Lothair", method="bm25")] == ["1"]
 
 
+@pytest.mark.slow
 def test_a_sigkilled_worker_loses_nothing(db, app, database_uri):
     for i in range(24):
         put(app, "articles", i, i)

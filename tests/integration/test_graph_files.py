@@ -133,6 +133,7 @@ def test_a_process_maps_an_older_version_and_applies_the_delta(db, kb, monkeypat
     assert np.allclose([s for _, s in hits], [h.score for h in again], rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_another_process_maps_the_same_files(db, kb, database_uri):
     forget()
     ranking_index(db, kb.id)

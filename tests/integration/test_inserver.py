@@ -74,6 +74,7 @@ def _torch_threads_after_a_call(uri: str, **kwargs: str) -> int:
         return c.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["torch_threads"]
 
 
+@pytest.mark.slow
 def test_a_backend_runs_its_model_on_one_thread_unless_its_session_asks(wiki_uri):
     # One thread a backend by default: many backends share the cores (on a
     # multi-core machine torch would start one thread per core in each).
@@ -262,6 +263,7 @@ def test_cancel_from_another_backend_ends_the_call(wiki_uri, conn, kb):
     assert [r[0] for r in _sql_hits(conn, "wiki", QUESTIONS[0], "cirag")] == expected
 
 
+@pytest.mark.slow
 def test_a_graph_change_seen_by_another_backend(pg_uri, template_uri):
     """A backend with the graph cached sees a change made by another (the graph
     version moves), and one that rebuilds while the other queries gets results
@@ -329,6 +331,7 @@ def test_a_sql_identifier_in_the_question_is_only_text(conn):
     assert rows and conn.execute("SELECT count(*) FROM pgrag.chunk").fetchone()[0] > 0
 
 
+@pytest.mark.slow
 def test_index_from_sql_equals_an_ingest_from_python(pg_uri, template_uri):
     """An application INSERTs rows and calls pgrag.index(): the corpus equals one
     ingested from Python (documents, chunks, postings, graph, entities, nodes, name vectors)."""

@@ -100,6 +100,7 @@ def integrate_then_answer(request: dict) -> str:
     return "Answer: 20 March 851"
 
 
+@pytest.mark.slow
 def test_mcp_answer_goes_through_the_scripted_llm(sample_uri):
     with FakeLLM(integrate_then_answer) as fake:
         async def session() -> dict:
@@ -127,6 +128,7 @@ def http_server(uri: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
+@pytest.mark.slow
 def test_mcp_streamable_http_explains_tigrag(sample_uri):
     with http_server(sample_uri) as url:
         async def session() -> dict:

@@ -219,6 +219,7 @@ def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, dat
         assert _retrieve(conn, "dense")   # the same session goes on once the runtime does
 
 
+@pytest.mark.slow
 def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(runtime, kb, database_uri):
     old = _wait_healthy(runtime)["pid"]
     errors: list[psycopg.Error] = []

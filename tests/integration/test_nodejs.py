@@ -71,6 +71,7 @@ def answer_script(request: dict) -> str:
     return "Answer: Friuli"
 
 
+@pytest.mark.slow
 def test_nodejs_app_attaches_its_table_retrieves_follows_and_answers(node, uri):
     with FakeLLM(answer_script) as fake:
         run = subprocess.run([node, "app.mjs", fake.base_url, fake.model], cwd=APP, env=libpq_env(uri),

@@ -50,6 +50,7 @@ def run(kb, method: str, gold: Gold):
     return hits, server.oracle.log.get(gold.id, [])
 
 
+@pytest.mark.slow
 def test_two_hop_questions_reach_the_gold_answer_through_each_loop(db):
     kb = db.corpus("oracle", methods=METHODS)
     kb.ingest(sample(), progress=False, extract_triples="spacy")
@@ -67,6 +68,7 @@ def test_two_hop_questions_reach_the_gold_answer_through_each_loop(db):
     assert not wrong, wrong
 
 
+@pytest.mark.slow
 def test_without_the_second_hop_passage_no_loop_reaches_the_answer(db):
     kb = db.corpus("oracle-no-hop2", methods=METHODS)
     kb.ingest([d for d in sample() if d["title"] != "Ermengarde of Tours"], progress=False, extract_triples="spacy")

@@ -78,6 +78,7 @@ def _wait_replayed(primary: str, standby: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_a_hot_standby_retrieves_and_answers_without_writing(replica):
     primary, standby = replica
     _wait_replayed(primary, standby)

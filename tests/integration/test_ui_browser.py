@@ -113,6 +113,7 @@ def texts(elements: list) -> list[str]:
     return [e.text for e in elements]
 
 
+@pytest.mark.slow
 def test_browser_asks_and_sees_two_methods_and_the_tigrag_picture(browser, site, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
