@@ -200,8 +200,13 @@ def _socket(socket: Path | None, data_dir: Path | None) -> Path:
 @click.option("--window-ms", type=float, default=2.0, show_default=True,
               help="How long a request waits for others to share its model batch.")
 @click.option("--max-batch", type=int, default=64, show_default=True, help="Texts per model batch.")
+@click.option("--port", type=int, default=None,
+              help="Serve on TCP instead of a socket (for backends on other machines; nothing but the network "
+                   "guards it: keep it on a private address). Backends then use pgrag.model_runtime = "
+                   "'http://HOST:PORT/v1'.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address for --port.")
 def models_serve(socket: Path | None, data_dir: Path | None, model: str | None, group: str | None,
-                 owner: str | None, window_ms: float, max_batch: int) -> None:
+                 owner: str | None, window_ms: float, max_batch: int, port: int | None, host: str) -> None:
     """Serve the models on a Unix socket, in the foreground, restarting the runtime if it dies.
 
     For an existing PostgreSQL on this machine, run it as the server's OS user and
@@ -212,12 +217,18 @@ def models_serve(socket: Path | None, data_dir: Path | None, model: str | None, 
     """
     from . import model_service
 
-    path = _socket(socket, data_dir).expanduser().resolve()
-    argv = ["--socket", str(path), "--model", model or _settings(None).embedding_model,
-            "--window-ms", str(window_ms), "--max-batch", str(max_batch)]
+    argv = ["--model", model or _settings(None).embedding_model, "--window-ms", str(window_ms),
+            "--max-batch", str(max_batch)]
+    if port is not None:
+        argv += ["--host", host, "--port", str(port)]
+        where = f"http://{host}:{port}/v1"
+    else:
+        path = _socket(socket, data_dir).expanduser().resolve()
+        argv += ["--socket", str(path)]
+        where = f"unix:{path}"
     argv += ["--group", group] if group else []
     argv += ["--owner", owner] if owner else []
-    click.echo(f"pgrag models: serving on unix:{path}", err=True)
+    click.echo(f"pgrag models: serving on {where}", err=True)
     sys.exit(model_service.supervise(argv))
 
 

@@ -276,9 +276,11 @@ def bind(path: Path, group: str | None = None, owner: str | None = None) -> sock
     return sock
 
 
-def serve(path: Path, model: str, *, group: str | None = None, owner: str | None = None, window_ms: float = 2.0,
-          max_batch: int = 64) -> None:
-    """Load the models, then serve them on ``path`` until SIGTERM / SIGINT."""
+def serve(path: Path | None, model: str, *, group: str | None = None, owner: str | None = None,
+          window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None) -> None:
+    """Load the models, then serve them on ``path`` (or, when asked, on TCP
+    ``host:port``, for an application server elsewhere: no socket permissions
+    guard it then) until SIGTERM / SIGINT."""
     import uvicorn
 
     threads = config.torch_threads()
@@ -288,7 +290,11 @@ def serve(path: Path, model: str, *, group: str | None = None, owner: str | None
         torch.set_num_threads(threads)
     models = Models(model, window=window_ms / 1000, max_batch=max_batch)
     models.embedder.encode(["warm up"])   # the first call allocates; do it before the first caller
-    sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
+    if port is not None:
+        sock = socket.create_server((host or "127.0.0.1", port), backlog=512)
+    else:
+        assert path is not None
+        sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
     server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning", access_log=False,
                                            lifespan="off", timeout_keep_alive=300))
     # uvicorn re-raises the SIGTERM / SIGINT that stopped it once it has shut down:
@@ -298,8 +304,9 @@ def serve(path: Path, model: str, *, group: str | None = None, owner: str | None
     try:
         server.run(sockets=[sock])
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        if port is None and path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def supervise(argv: list[str], *, restart_delay: float = 0.5) -> int:
@@ -411,14 +418,19 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m pgrag.model_service", description="pgrag's model runtime")
-    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--socket", type=Path, default=None)
+    parser.add_argument("--host", default=None)
+    parser.add_argument("--port", type=int, default=None)
     parser.add_argument("--model", default=config.DEFAULT_EMBEDDING_MODEL)
     parser.add_argument("--group", default=None)
     parser.add_argument("--owner", default=None)
     parser.add_argument("--window-ms", type=float, default=2.0)
     parser.add_argument("--max-batch", type=int, default=64)
     args = parser.parse_args(argv)
-    serve(args.socket, args.model, group=args.group, owner=args.owner, window_ms=args.window_ms, max_batch=args.max_batch)
+    if (args.socket is None) == (args.port is None):
+        parser.error("give --socket PATH or --port N")
+    serve(args.socket, args.model, group=args.group, owner=args.owner, window_ms=args.window_ms,
+          max_batch=args.max_batch, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -53,6 +54,7 @@ def _wait_healthy(socket: Path, proc: subprocess.Popen | None = None, timeout: f
 def _stop(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
+    proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
@@ -264,3 +266,34 @@ def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_
     other = subprocess.run([sys.executable, "-c", probe, str(runtime)], user="nobody", capture_output=True,
                            text=True, timeout=30, cwd="/")
     assert other.stdout.strip() == "refused", other.stderr
+
+
+def test_an_openai_compatible_url_serves_backends_and_clients_alike(kb, database_uri):
+    """The URL form of pgrag.model_runtime (any OpenAI-compatible /v1/embeddings),
+    against the runtime itself on TCP: the same vectors, spaCy stays in process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                remote = model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key="sk-test"), "all-MiniLM-L6-v2")
+                break
+            except pgrag.ModelRuntimeUnavailable:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+                time.sleep(0.3)
+        assert remote.dim == 384 and not remote.target.serves_nlp
+        here = loaded_embedder("all-MiniLM-L6-v2").encode([QUESTION])
+        assert np.max(1 - np.sum(here * remote.encode([QUESTION]), axis=1)) < 1e-6
+        with psycopg.connect(database_uri, autocommit=True) as conn:
+            conn.execute("SELECT set_config('pgrag.model_runtime', %s, false)", (url,))
+            assert conn.execute("SELECT pgrag.model_runtime()").fetchone()[0]["runtime"] == url
+            vector = conn.execute("SELECT pgrag.embed('runtime', %s)::text", (QUESTION,)).fetchone()[0]
+            assert _retrieve(conn, "threadrag")   # its spaCy runs in the backend: a URL serves embeddings only
+        assert np.max(np.abs(np.array(json.loads(vector)) - here[0])) < 1e-6
+    finally:
+        _stop(proc)
