@@ -37,6 +37,7 @@ from typing import Any
 
 from . import config
 from .model_client import MAX_CHARS, MAX_INPUTS, model_key
+from .server import process_alive
 
 log = logging.getLogger("pgrag.models")
 
@@ -394,24 +395,13 @@ def stop_detached(data_dir: Path, wait: float = 15.0) -> bool:
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)   # our own child (started by this process): reap it
-        if not _alive(pid):
+        if not process_alive(pid):
             return True
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
     sock.unlink(missing_ok=True)
     return True
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs: a zombie (whose parent has not reaped it, e.g.
-    PID 1 in some containers) has stopped."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def main(argv: list[str] | None = None) -> None:

