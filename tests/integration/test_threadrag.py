@@ -256,3 +256,123 @@ def test_real_local_llm_drives_the_loop(db, wiki_docs, local_llm_url):
                                        "no_new_documents", "llm_error"}
     assert steps(hits, "pathfinding") and steps(hits, "sufficiency") and len(hits) > 0
     json.dumps(trace.steps, default=str)      # the trace is serialisable for reports
+
+
+def test_without_an_llm_the_pass_is_recomputed_with_numpy_from_the_stored_rows(kb, db):
+    """Independently of pgrag's graph code: given the documents the pass
+    retrieved (hybrid retrieval is pinned to the SQL functions above) and the
+    question's entities, everything after is recomputed here from the stored
+    nodes, edges, entities, token frequencies and vectors with dense numpy:
+    the Semantic Topology Graph, anchors, energy diffusion, pruning,
+    linearisation and the hits with their scores."""
+    from pgrag.methods.threadrag import ThreadragSettings
+    from pgrag.nlp import NAME_LABELS
+
+    s = ThreadragSettings()
+    question = "When did Lothair II's mother die?"
+    # two documents for the question leave room for targeted and bridge retrieval
+    hits = kb.retrieve(question, method="threadrag", k=12, llm=False, documents=2)
+    (documents,) = steps(hits, "documents")
+    bridged = [d for b in steps(hits, "bridge") for d in b["documents"]]
+    remote = set(documents["targeted"]) | set(bridged)
+    order = documents["all"]
+    assert remote and len(order) > len(remote)        # both provenance weights are exercised
+    entities = documents["entities"]
+    q = kb.embedder.encode([question])[0].astype(np.float64)
+
+    with db.transaction() as conn:
+        nodes = conn.execute(
+            "SELECT n.node_id, n.document_id, d.title, n.ordinal, n.char_start, n.char_end, n.text, n.embedding, "
+            "       n.terms FROM pgrag.semantic_node n JOIN pgrag.document d USING (corpus_id, document_id) "
+            "WHERE n.corpus_id = %s AND n.document_id = ANY (%s) ORDER BY n.document_id, n.ordinal",
+            (kb.id, order)).fetchall()
+        nodes.sort(key=lambda n: order.index(n[1]))
+        keys = []
+        for node_id, doc, _t, _o, start, end, _text, _v, terms in nodes:
+            named = {e for (e,) in conn.execute(
+                "SELECT lower(e.entity) FROM pgrag.chunk_entity e JOIN pgrag.chunk c USING (corpus_id, chunk_id) "
+                "WHERE c.corpus_id = %s AND c.document_id = %s AND e.char_start >= %s AND e.char_end <= %s "
+                "AND e.label = ANY (%s)", (kb.id, doc, start, end, list(NAME_LABELS)))}
+            rare = {t for (t,) in conn.execute("SELECT term FROM pgrag.token WHERE corpus_id = %s "
+                                               "AND term = ANY (%s) AND df <= %s", (kb.id, terms, s.rare_df))}
+            keys.append(named | rare)
+        ids = [n[0] for n in nodes]
+        narrative = conn.execute("SELECT node_a, node_b, weight FROM pgrag.semantic_edge WHERE corpus_id = %s "
+                                 "AND kind = 'narrative' AND node_a = ANY (%s) AND node_b = ANY (%s)",
+                                 (kb.id, ids, ids)).fetchall()
+        chunks = conn.execute("SELECT chunk_id, document_id, char_start, char_end FROM pgrag.chunk "
+                              "WHERE corpus_id = %s ORDER BY document_id, ordinal", (kb.id,)).fetchall()
+
+    n = len(nodes)
+    doc = [r[1] for r in nodes]
+    vectors = np.array([r[7].to_numpy() for r in nodes], dtype=np.float64)
+    w = np.zeros((n, n))
+    at = {node_id: i for i, node_id in enumerate(ids)}
+    for a, b, weight in narrative:
+        w[at[a], at[b]] += s.narrative_weight * weight
+        w[at[b], at[a]] += s.narrative_weight * weight
+    sims = vectors @ vectors.T
+    semantic = set()
+    for i in range(n):
+        others = sorted((j for j in range(n) if j != i), key=lambda j: -sims[i, j])[: s.semantic_top_m]
+        semantic |= {(min(i, j), max(i, j)) for j in others if sims[i, j] >= s.semantic_threshold}
+    for a, b in semantic:
+        w[a, b] += s.semantic_weight * sims[a, b]
+        w[b, a] += s.semantic_weight * sims[a, b]
+    for a in range(n):
+        for b in range(n):
+            if a != b and doc[a] != doc[b] and keys[a] & keys[b]:
+                w[a, b] += s.lexical_weight * min(1.0, len(keys[a] & keys[b]) / s.lexical_saturation)
+
+    def match(r) -> float:
+        text = f"{r[2]}\n{r[6]}".casefold()
+        return sum(e.casefold() in text for e in entities) / len(entities)
+
+    scores = vectors @ q + s.entity_weight * np.array([match(r) for r in nodes])
+    anchors = sorted(range(n), key=lambda i: (-scores[i], ids[i]))[: s.anchors]
+    energy = np.zeros(n)
+    for i in anchors:
+        energy[i] = scores[i] * (s.remote_weight if doc[i] in remote else s.local_weight)
+    energy /= energy.sum()
+    out = w.sum(axis=1, keepdims=True)
+    shares = np.divide(w, out, out=np.zeros_like(w), where=out > 0).T     # column i: what node i passes on
+    wave = energy.copy()
+    for _ in range(s.steps):
+        wave = s.decay * shares @ wave
+        energy = energy + wave
+    keep = (energy >= s.threshold) | np.isin(np.arange(n), anchors)
+    kept, frontier = set(anchors), list(anchors)
+    while frontier:
+        i = frontier.pop()
+        for j in np.flatnonzero(w[i] > 0):
+            if keep[j] and j not in kept:
+                kept.add(int(j))
+                frontier.append(int(j))
+
+    spans = []                                   # (document, start, end, score)
+    relevance = {}
+    for i in kept:
+        relevance[doc[i]] = max(relevance.get(doc[i], 0.0), energy[i])
+    for d in sorted(relevance, key=lambda d: (-relevance[d], d)):
+        run = []
+        for i in sorted((i for i in kept if doc[i] == d), key=lambda i: nodes[i][3]):
+            if run and nodes[i][3] != nodes[run[-1]][3] + 1:
+                spans.append((d, nodes[run[0]][4], nodes[run[-1]][5], relevance[d]))
+                run = []
+            run.append(i)
+        spans.append((d, nodes[run[0]][4], nodes[run[-1]][5], relevance[d]))
+    best = {}
+    for i in range(n):
+        if doc[i] not in relevance:
+            best[doc[i]] = max(best.get(doc[i], (0.0, -1.0)), (energy[i], scores[i]))
+    spans += [(d, 0, 2**31 - 1, e) for d, (e, _) in sorted(best.items(), key=lambda x: (-x[1][0], -x[1][1], x[0]))]
+    expected: dict[int, float] = {}
+    for d, start, end, score in spans:
+        for chunk_id, chunk_doc, c_start, c_end in chunks:
+            if chunk_doc == d and c_start < end and start < c_end:
+                expected.setdefault(chunk_id, score)
+    expected_hits = list(expected.items())[:12]
+
+    assert len(relevance) >= 2 and best               # paths over several documents, and fill after them
+    assert [h.provenance.chunk_id for h in hits] == [c for c, _ in expected_hits]
+    assert np.allclose([h.score for h in hits], [e for _, e in expected_hits], atol=1e-6)
