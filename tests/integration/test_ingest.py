@@ -317,3 +317,47 @@ def test_a_database_error_mid_batch_leaves_nothing_of_the_batch(db, database_uri
     everything.ingest([replaced, *wiki_docs[1:]], progress=False)
     assert statistics(db, kb.id) == statistics(db, everything.id)
     assert all(content == indexed for *_, content, indexed in documents(db, kb.id))
+
+
+class RecordingEmbedder:
+    """The real embedder, recording the thread of each call, failing on a marker."""
+
+    def __init__(self, inner, marker: str = "\x01never") -> None:
+        self.inner, self.marker, self.threads = inner, marker, []
+        self.name, self.dim = inner.name, inner.dim
+
+    def encode(self, texts, *, batch_size: int = 32):
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        if any(self.marker in t for t in texts):
+            raise RuntimeError("model error: cannot embed this")
+        return self.inner.encode(texts, batch_size=batch_size)
+
+
+def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs):
+    """Prefetch, a client's default: the models run in a thread one batch ahead,
+    the tables equal a build without it, and a model error in a later batch
+    keeps the batches written before it and reaches the caller."""
+    from pgrag.ingest import ingest
+    from pgrag.sources import validate
+
+    plain, ahead = db.corpus("plain"), db.corpus("ahead")
+    docs = validate(wiki_docs)
+    recording = RecordingEmbedder(plain.embedder)
+    ingest(db, plain.info, docs, embedder=recording, spacy_model=plain.settings.spacy_model, batch_size=2,
+           progress=False, prefetch=False)
+    assert set(recording.threads) == {"MainThread"}
+    recording.threads.clear()
+    report = ingest(db, ahead.info, docs, embedder=recording, spacy_model=ahead.settings.spacy_model,
+                    batch_size=2, progress=False)
+    assert len(recording.threads) == 3 and all(t.startswith("pgrag-prepare") for t in recording.threads)
+    assert statistics(db, ahead.id) == statistics(db, plain.id)
+    assert report.added == len(wiki_docs) and report.embedding_seconds > 0
+
+    failing = db.corpus("failing")
+    marked = validate([*wiki_docs[:4], dict(wiki_docs[4], text="EXPLODE here. " + wiki_docs[4]["text"])])
+    with pytest.raises(RuntimeError, match="model error"):
+        ingest(db, failing.info, marked, embedder=RecordingEmbedder(failing.embedder, "EXPLODE"),
+               spacy_model=failing.settings.spacy_model, batch_size=2, progress=False)
+    assert counts(db, failing.id)["document"] == 4        # the two batches before the third
