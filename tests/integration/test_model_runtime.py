@@ -297,3 +297,46 @@ def test_an_openai_compatible_url_serves_backends_and_clients_alike(kb, database
         assert np.max(np.abs(np.array(json.loads(vector)) - here[0])) < 1e-6
     finally:
         _stop(proc)
+
+
+def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_docs, database_uri):
+    """An external endpoint that puts the caller's Authorization header in its
+    error (as some proxies do): neither a client's error, nor a backend's, nor
+    pgrag.model_runtime() shows the key."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    secret = "sk-do-not-print-7c1f"
+
+    class Echo(BaseHTTPRequestHandler):
+        def reply(self) -> None:
+            body = json.dumps({"error": {"message": f"bad credentials: {self.headers.get('Authorization')}"}})
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        do_GET = do_POST = reply
+
+        def log_message(self, *args) -> None:
+            pass
+
+    db.corpus("runtime").ingest(wiki_docs[:1], progress=False)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        with pytest.raises(pgrag.PgragError) as client_error:
+            model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key=secret), "all-MiniLM-L6-v2").encode(["x"])
+        assert "bad credentials: Bearer ***" in str(client_error.value) and secret not in str(client_error.value)
+        with psycopg.connect(database_uri, autocommit=True) as conn:
+            conn.execute("SELECT set_config('pgrag.model_runtime', %s, false)", (url,))
+            conn.execute("SELECT set_config('pgrag.model_api_key', %s, false)", (secret,))
+            with pytest.raises(psycopg.Error) as backend_error:
+                conn.execute("SELECT pgrag.embed('runtime', 'x')")
+            report = json.dumps(conn.execute("SELECT pgrag.model_runtime()").fetchone()[0])
+        shown = [str(backend_error.value), str(backend_error.value.diag.message_hint), report]
+        assert "Bearer ***" in shown[0] and url in report
+        assert not [s for s in shown if secret in s]
+    finally:
+        server.shutdown()
