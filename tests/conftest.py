@@ -124,6 +124,47 @@ def database_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
         yield uri
 
 
+@pytest.fixture(scope="session")
+def seeded_templates(pg_uri: str, template_uri: str) -> Iterator[dict[tuple, str]]:
+    """Template databases that already hold a corpus (see ``seeded_database``), by recipe."""
+    built: dict[tuple, str] = {}
+    yield built
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for name in built.values():
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def seeded_database(corpus: str, *, docs: list[dict] | None = None, methods: tuple[str, ...] = (),
+                    triples: bool = False):
+    """A ``database_uri`` fixture for a module whose tests start from one corpus.
+    The corpus is ingested once a session (per xdist worker) into a template
+    database; every test gets a fresh clone of that template, a file copy with
+    no model work, and is otherwise what ``database_uri`` gives. Assign it in
+    the module: ``database_uri = seeded_database("thread", methods=("threadrag",))``."""
+    recipe = (corpus, repr(docs), methods, triples)
+
+    @pytest.fixture
+    def database_uri(pg_uri: str, seeded_templates: dict[tuple, str]) -> Iterator[str]:
+        import pgrag
+
+        if recipe not in seeded_templates:
+            name = "pgrag_seed_" + uuid.uuid4().hex[:12]
+            with psycopg.connect(pg_uri, autocommit=True) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
+                                                                              sql.Identifier(TEMPLATE)))
+            seeded_templates[recipe] = name
+            database = pgrag.connect(_with_database(pg_uri, name))
+            try:
+                database.corpus(corpus, methods=list(methods)).ingest(
+                    WIKI if docs is None else docs, progress=False, extract_triples="spacy" if triples else False)
+            finally:
+                database.close()
+        with scratch_database(pg_uri, "pgrag_test_", seeded_templates[recipe]) as uri:
+            yield uri
+
+    return database_uri
+
+
 @pytest.fixture
 def db(database_uri: str) -> Iterator["pgrag.Database"]:  # noqa: F821
     import pgrag

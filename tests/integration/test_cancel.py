@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import pgrag
+from tests.conftest import WIKI, seeded_database
 from tests.integration.test_ingest import state
 
 RETRIEVAL_TABLES = "pgrag.chunk, pgrag.token, pgrag.chunk_token, pgrag.token_edge, pgrag.document"
@@ -23,11 +24,13 @@ def with_timeout(uri: str, ms: int) -> str:
     return uri + ("&" if "?" in uri else "?") + "options=" + quote(f"-c statement_timeout={ms}")
 
 
+database_uri = seeded_database("cancel", docs=WIKI[:3])
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("cancel")
-    corpus.ingest(wiki_docs[:3], progress=False)
-    return corpus
+def kb(db):
+    """Corpus "cancel", built once (conftest.seeded_database)."""
+    return db.corpus("cancel")
 
 
 def wait_for_backend(uri: str, condition: str, timeout: float = 60) -> int:

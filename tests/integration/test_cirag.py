@@ -15,17 +15,20 @@ from pgrag.exceptions import PgragError
 from pgrag.llm import LLMSettings
 from pgrag.methods import cirag
 from pgrag.methods.cirag import Candidate, is_refusal, parse_decision
+from tests.conftest import seeded_database
 from tests.fake_llm import FakeLLM
 
 QUESTION = "When did Lothair II's mother die?"
 NEXT = "When did Ermengarde of Tours die?"
 
 
+database_uri = seeded_database("ci", triples=True)
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("ci")
-    corpus.ingest(wiki_docs, progress=False, extract_triples="spacy")
-    return corpus
+def kb(db):
+    """Corpus "ci": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("ci")
 
 
 def llm_for(kb, fake):

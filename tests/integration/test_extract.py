@@ -9,14 +9,16 @@ import re
 import pytest
 
 from pgrag.llm import LLMSettings, LLMUnavailable
+from tests.conftest import seeded_database
 from tests.fake_llm import FakeLLM, Status
+
+database_uri = seeded_database("ex")
 
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("ex")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "ex": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("ex")
 
 
 def triples(db, kb, extractor=None):

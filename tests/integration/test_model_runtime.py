@@ -24,6 +24,7 @@ import pytest
 import pgrag
 from pgrag import model_client
 from pgrag.embed import loaded_embedder
+from tests.conftest import WIKI, seeded_database
 
 QUESTION = "Who was the mother of Lothair II?"
 METHODS = ["bm25", "dense", "hybrid", "tigrag", "t2rag", "threadrag", "cirag"]
@@ -68,11 +69,13 @@ def runtime(pg_uri: str, pg_data_dir: Path):
     _stop(proc)
 
 
+database_uri = seeded_database("runtime", docs=WIKI[:4], methods=("threadrag",), triples=True)
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("runtime", methods=["threadrag"])
-    corpus.ingest(wiki_docs[:4], progress=False, extract_triples="spacy")
-    return corpus
+def kb(db):
+    """Corpus "runtime", built once (conftest.seeded_database)."""
+    return db.corpus("runtime")
 
 
 def _shared(uri: str, socket: Path) -> psycopg.Connection:

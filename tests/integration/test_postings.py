@@ -12,13 +12,15 @@ import pytest
 from pgrag import postings
 from pgrag.exceptions import PgragError
 from pgrag.postings import ranking_index
+from tests.conftest import seeded_database
+
+database_uri = seeded_database("post")
 
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("post")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "post": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("post")
 
 
 def sql_pool(db, kb, graph, nodes, weights, seeds, threshold, max_pool, bm25):

@@ -9,13 +9,15 @@ import psycopg
 import pytest
 
 import pgrag
+from tests.conftest import seeded_database
+
+database_uri = seeded_database("wiki")
 
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("wiki")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "wiki": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("wiki")
 
 
 def reference_bm25(db, kb, query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
@@ -206,9 +208,9 @@ def test_corpus_names_are_data_not_sql(db, wiki_docs, name):
     kb.ingest(wiki_docs[:2], progress=False)
     assert kb.retrieve("Lothair mother", method="bm25", k=1)[0].provenance.external_id in {"lothair", "ermengarde"}
     assert kb.retrieve("Lothair mother", method="dense", k=1)
-    assert [c["name"] for c in db.corpora()] == [name]
+    assert sorted(c["name"] for c in db.corpora()) == sorted([name, "wiki"])     # "wiki": the module's corpus
     db.drop_corpus(name)
-    assert db.corpora() == []
+    assert [c["name"] for c in db.corpora()] == ["wiki"]
     with pytest.raises(pgrag.CorpusNotFound):
         kb.retrieve("Lothair", method="bm25", k=1)
 

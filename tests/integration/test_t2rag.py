@@ -14,14 +14,16 @@ import pytest
 from pgrag import PgragError, prompts
 from pgrag.llm import LLMSettings, short_answer
 from pgrag.methods.t2rag import QueryTriple, parse_decomposition, parse_values
+from tests.conftest import seeded_database
 from tests.fake_llm import FakeLLM, Status
+
+database_uri = seeded_database("t2", triples=True)
 
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("t2")
-    corpus.ingest(wiki_docs, progress=False, extract_triples="spacy")
-    return corpus
+def kb(db):
+    """Corpus "t2": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("t2")
 
 
 def stage(request: dict[str, Any]) -> str:

@@ -11,14 +11,16 @@ import pytest
 
 from pgrag.exceptions import PgragError
 from pgrag.llm import LLMSettings
+from tests.conftest import seeded_database
 from tests.fake_llm import FakeLLM, Status
+
+database_uri = seeded_database("thread", methods=("threadrag",))
 
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("thread", methods=["threadrag"])
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "thread": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("thread")
 
 
 QUESTION = "Who was the mother of Lothair II?"

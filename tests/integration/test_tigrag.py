@@ -10,12 +10,15 @@ import pytest
 
 from pgrag import graph
 from pgrag.exceptions import PgragError
+from tests.conftest import seeded_database
+
+database_uri = seeded_database("tig")
+
 
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("tig")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "tig": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("tig")
 
 
 def edges_from_table(db, kb):

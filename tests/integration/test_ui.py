@@ -17,6 +17,7 @@ from pgrag.llm import LLMSettings
 from pgrag.ui import render
 from pgrag.ui.app import create_app
 from pgrag.ui.explain import explain
+from tests.conftest import WIKI, seeded_database
 from tests.fake_llm import FakeLLM
 
 QUESTION = "When did Lothair II's mother die?"
@@ -24,11 +25,13 @@ HOSTILE = {"id": "h", "title": "<i>Lothair</i>",
            "text": "Lothair II wrote <script>alert('x')</script> and <img src=x onerror=alert(1)> letters."}
 
 
+database_uri = seeded_database("wiki", docs=[*WIKI, HOSTILE], methods=("threadrag",), triples=True)
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("wiki", methods=["threadrag"])
-    corpus.ingest(wiki_docs + [HOSTILE], progress=False, extract_triples="spacy")
-    return corpus
+def kb(db):
+    """Corpus "wiki", built once (conftest.seeded_database)."""
+    return db.corpus("wiki")
 
 
 def client(db) -> TestClient:
