@@ -277,6 +277,20 @@ def bind(path: Path, group: str | None = None, owner: str | None = None) -> sock
     return sock
 
 
+def drop_privileges(owner: str | None) -> None:
+    """Started by root for the server's OS user: become that user (with its
+    groups) once the models are loaded and the socket is bound, so that the
+    process that parses every caller's text does not run as root."""
+    if owner is None or os.geteuid() != 0:
+        return
+    user = pwd.getpwnam(owner)
+    if user.pw_uid == 0:
+        return
+    os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
+
+
 def serve(path: Path | None, model: str, *, group: str | None = None, owner: str | None = None,
           window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None) -> None:
     """Load the models, then serve them on ``path`` (or, when asked, on TCP
@@ -296,6 +310,7 @@ def serve(path: Path | None, model: str, *, group: str | None = None, owner: str
     else:
         assert path is not None
         sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
+    drop_privileges(owner)
     server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning", access_log=False,
                                            lifespan="off", timeout_keep_alive=300))
     # uvicorn re-raises the SIGTERM / SIGINT that stopped it once it has shut down:
@@ -306,7 +321,8 @@ def serve(path: Path | None, model: str, *, group: str | None = None, owner: str
         server.run(sockets=[sock])
     finally:
         if port is None and path is not None:
-            with contextlib.suppress(FileNotFoundError):
+            # Gone already, or not ours to remove once privileges are dropped: the next start replaces a stale socket.
+            with contextlib.suppress(FileNotFoundError, PermissionError):
                 path.unlink()
 
 

@@ -260,10 +260,15 @@ def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(run
 
 
 def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_dir):
+    """The socket is the server user's, mode 0600; a runtime root started runs as
+    that user too, and another OS user cannot open the socket."""
     mode = runtime.stat().st_mode & 0o777
     assert mode == 0o600 and runtime.stat().st_uid == pg_data_dir.stat().st_uid
     if os.geteuid() != 0:
         pytest.skip("needs root to try the socket as another OS user")   # CI runs as root
+    pid = _wait_healthy(runtime)["pid"]
+    uids = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:"))
+    assert set(uids.split()[1:]) == {str(pg_data_dir.stat().st_uid)}        # real, effective, saved, fs: dropped
     probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX)\n"
              "try: s.connect(sys.argv[1]); print('open')\nexcept PermissionError: print('refused')")
     other = subprocess.run([sys.executable, "-c", probe, str(runtime)], user="nobody", capture_output=True,

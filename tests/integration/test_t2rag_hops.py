@@ -5,7 +5,7 @@ must be searched again."""
 
 from __future__ import annotations
 
-from tests.integration.test_t2rag import Script, kb, run, steps  # noqa: F401  (kb is a fixture)
+from tests.integration.test_t2rag import Script, database_uri, kb, run, steps  # noqa: F401  (fixtures)
 
 
 def test_each_rounds_best_chunk_comes_before_any_rounds_second(kb):
