@@ -12,17 +12,20 @@ import pytest
 from pgrag import graph, postings
 from pgrag.graph import load_graph
 from pgrag.postings import folded, load_postings, ranking_index
+from tests.conftest import seeded_database
 
 NEW = [{"id": f"n{i}", "title": f"Waldrada {i}",
         "text": f"Waldrada {i} was the mistress of Lothair II and lived in Zanzibar{i}. She had a son, Hugh."}
        for i in range(2)]
 
 
+database_uri = seeded_database("delta")
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("delta")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "delta": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("delta")
 
 
 def assert_same_as_a_full_read(db, kb, index) -> None:
@@ -167,6 +170,7 @@ def test_a_delete_with_more_pairs_than_edges_share_reads_the_whole_version(db, k
     assert_same_as_a_full_read(db, kb, index)
 
 
+@pytest.mark.slow
 def test_a_server_backend_applies_the_delta_too(db, database_uri):
     """The same code over SPI: a backend that cached the graph advances it after
     an ingest made by another session."""

@@ -97,7 +97,8 @@ def attach(db: pgrag.Database, corpus: str = "wiki", table: str = "app.articles"
 
 # -- the basic flow -------------------------------------------------------------
 
-@pytest.mark.parametrize("home", ["client", "server"])
+# the client home is the slower and the one most other tests here cover: `make test` runs it
+@pytest.mark.parametrize("home", [pytest.param("client", marks=pytest.mark.slow), "server"])
 def test_an_attachment_with_triples_gets_them_in_both_homes(db, app, home):
     """kb.sync() in a client and pgrag.index() in the server do the same work:
     the queue, then the triples the attachment asks for (follow.sync)."""

@@ -19,15 +19,18 @@ import pytest
 
 from pgrag import graph, graph_files, postings
 from pgrag.postings import ranking_index
+from tests.conftest import seeded_database
 
 QUESTION = "When did the mother of Lothair II die?"
 
 
+database_uri = seeded_database("files")
+
+
 @pytest.fixture
-def kb(db, wiki_docs):
-    corpus = db.corpus("files")
-    corpus.ingest(wiki_docs, progress=False)
-    return corpus
+def kb(db):
+    """Corpus "files": the sample, built once (conftest.seeded_database)."""
+    return db.corpus("files")
 
 
 def mapped(array: np.ndarray) -> bool:

@@ -276,6 +276,7 @@ def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_
     assert other.stdout.strip() == "refused", other.stderr
 
 
+@pytest.mark.slow
 def test_an_openai_compatible_url_serves_backends_and_clients_alike(kb, database_uri):
     """The URL form of pgrag.model_runtime (any OpenAI-compatible /v1/embeddings),
     against the runtime itself on TCP: the same vectors, spaCy stays in process."""

@@ -13,6 +13,7 @@ from pgrag.bench.scale import scale_benchmark
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
 
 
+@pytest.mark.slow
 def test_scale_grows_the_corpus_and_measures_every_size(pg_uri):
     graph_dir = os.environ.get("PGRAG_GRAPH_DIR")
     seen = []
