@@ -125,6 +125,47 @@ def database_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def shared_models(pg_uri: str, pg_data_dir: Path) -> Iterator[str]:
+    """A model runtime for this worker's session, as `pgrag server start` runs one
+    beside the server; its ``pgrag.model_runtime`` value. Its socket is not the
+    data directory's default, so only the databases a module points at it with
+    ``use_shared_models`` use it: there every new backend skips loading torch
+    and MiniLM (seconds each), which tests that open many connections pay."""
+    import pwd
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pgrag import model_client
+
+    sock = pg_data_dir.parent / f"session-models-{uuid.uuid4().hex[:8]}.sock"
+    owner = pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name
+    proc = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", "--socket", str(sock), "--owner", owner],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            model_client.health(model_client.Endpoint(socket=sock))
+            break
+        except Exception:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+    yield f"unix:{sock}"
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+    proc.stderr.close()
+
+
+def use_shared_models(uri: str, setting: str) -> None:
+    """Every later connection to ``uri``'s database uses the model runtime ``setting``."""
+    name = psycopg.conninfo.conninfo_to_dict(uri)["dbname"]
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER DATABASE {} SET pgrag.model_runtime = {}").format(
+            sql.Identifier(name), sql.Literal(setting)))
+
+
+@pytest.fixture(scope="session")
 def seeded_templates(pg_uri: str, template_uri: str) -> Iterator[dict[tuple, str]]:
     """Template databases that already hold a corpus (see ``seeded_database``), by recipe."""
     built: dict[tuple, str] = {}

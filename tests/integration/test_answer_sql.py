@@ -16,7 +16,7 @@ from psycopg import errors
 import pgrag
 from pgrag import prompts
 from pgrag.llm import LLMSettings
-from tests.conftest import TEMPLATE, WIKI, scratch_database
+from tests.conftest import TEMPLATE, WIKI, scratch_database, use_shared_models
 from tests.fake_llm import FakeLLM, Status
 
 QUESTION = "When did the mother of Lothair II die?"
@@ -54,11 +54,14 @@ def every_method_script(request: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def uri(pg_uri: str, template_uri: str) -> Iterator[str]:
+def uri(pg_uri: str, template_uri: str, shared_models: str) -> Iterator[str]:
+    """The sample with every family; its backends embed through the session's
+    model runtime (the loops here open a fresh backend per test)."""
     with scratch_database(pg_uri, "pgrag_answer_", TEMPLATE) as u:
         db = pgrag.connect(u)
         db.corpus("wiki", methods=["threadrag"]).ingest(WIKI, progress=False, extract_triples="spacy")
         db.close()
+        use_shared_models(u, shared_models)
         yield u
 
 
