@@ -132,29 +132,13 @@ def shared_models(pg_uri: str, pg_data_dir: Path) -> Iterator[str]:
     ``use_shared_models`` use it: there every new backend skips loading torch
     and MiniLM (seconds each), which tests that open many connections pay."""
     import pwd
-    import signal
-    import subprocess
-    import sys
-    import time
 
-    from pgrag import model_client
+    from tests.serving import start_runtime, stop_runtime
 
     sock = pg_data_dir.parent / f"session-models-{uuid.uuid4().hex[:8]}.sock"
-    owner = pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name
-    proc = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", "--socket", str(sock), "--owner", owner],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            model_client.health(model_client.Endpoint(socket=sock))
-            break
-        except Exception:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.2)
+    proc = start_runtime(sock, pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name)
     yield f"unix:{sock}"
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
-    proc.stderr.close()
+    stop_runtime(proc)
 
 
 def use_shared_models(uri: str, setting: str) -> None:
@@ -193,13 +177,17 @@ def seeded_database(corpus: str, *, docs: list[dict] | None = None, methods: tup
             with psycopg.connect(pg_uri, autocommit=True) as conn:
                 conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
                                                                               sql.Identifier(TEMPLATE)))
-            seeded_templates[recipe] = name
             database = pgrag.connect(_with_database(pg_uri, name))
             try:
                 database.corpus(corpus, methods=list(methods)).ingest(
                     WIKI if docs is None else docs, progress=False, extract_triples="spacy" if triples else False)
-            finally:
+            except BaseException:   # no half-built template for the next test to clone
                 database.close()
+                with psycopg.connect(pg_uri, autocommit=True) as conn:
+                    conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+                raise
+            database.close()
+            seeded_templates[recipe] = name
         with scratch_database(pg_uri, "pgrag_test_", seeded_templates[recipe]) as uri:
             yield uri
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,3 +59,37 @@ def listening(*args: str, port: int, timeout: float = 120.0) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def start_runtime(socket: Path, owner: str, *args: str, supervised: bool = False) -> subprocess.Popen:
+    """pgrag's model runtime on ``socket`` for the OS user ``owner`` (under its
+    supervisor, ``pgrag models serve``, when ``supervised``), once it answers."""
+    if supervised:
+        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(socket), "--owner", owner, *args]
+    else:
+        command = [sys.executable, "-m", "pgrag.model_service", "--socket", str(socket), "--owner", owner, *args]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    wait_healthy(socket, proc)
+    return proc
+
+
+def wait_healthy(socket: Path, proc: subprocess.Popen | None = None, timeout: float = 180) -> dict:
+    """The runtime's /health once it answers on ``socket`` (an exit of ``proc`` fails with its output)."""
+    import pgrag
+    from pgrag import model_client
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the runtime exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            return model_client.health(model_client.Endpoint(socket=socket))
+        except pgrag.PgragError:
+            time.sleep(0.2)
+    raise AssertionError(f"no runtime answered on {socket}")
+
+
+def stop_runtime(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+    proc.stderr.close()

@@ -25,37 +25,10 @@ import pgrag
 from pgrag import model_client
 from pgrag.embed import loaded_embedder
 from tests.conftest import WIKI, seeded_database
+from tests.serving import start_runtime, stop_runtime, wait_healthy
 
 QUESTION = "Who was the mother of Lothair II?"
 METHODS = ["bm25", "dense", "hybrid", "tigrag", "t2rag", "threadrag", "cirag"]
-
-
-def _start(socket: Path, owner: str, *args: str, supervised: bool = False) -> subprocess.Popen:
-    if supervised:
-        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(socket), "--owner", owner, *args]
-    else:
-        command = [sys.executable, "-m", "pgrag.model_service", "--socket", str(socket), "--owner", owner, *args]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    _wait_healthy(socket, proc)
-    return proc
-
-
-def _wait_healthy(socket: Path, proc: subprocess.Popen | None = None, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the runtime exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            return model_client.health(model_client.Endpoint(socket=socket))
-        except pgrag.PgragError:
-            time.sleep(0.2)
-    raise AssertionError(f"no runtime answered on {socket}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
-    proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +37,9 @@ def runtime(pg_uri: str, pg_data_dir: Path):
     owned by the server's OS user as `pgrag server start` makes it."""
     socket = pg_data_dir.parent / "models.sock"
     owner = pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name
-    proc = _start(socket, owner, supervised=True)
+    proc = start_runtime(socket, owner, supervised=True)
     yield socket
-    _stop(proc)
+    stop_runtime(proc)
 
 
 database_uri = seeded_database("runtime", docs=WIKI[:4], methods=("threadrag",), triples=True)
@@ -124,9 +97,9 @@ ENTITIES = ("SELECT e.entity, e.label, e.char_start FROM pgrag.chunk_entity e JO
 def test_a_client_ingests_through_the_runtime_as_it_does_in_process(runtime, db, wiki_docs, monkeypatch):
     db.corpus("here").ingest(wiki_docs[:3], progress=False)
     monkeypatch.setenv("PGRAG_MODEL_RUNTIME", f"unix:{runtime}")
-    before = _wait_healthy(runtime)["texts"]
+    before = wait_healthy(runtime)["texts"]
     db.corpus("there").ingest(wiki_docs[:3], progress=False)
-    assert _wait_healthy(runtime)["texts"] > before   # chunks and spaCy parses went to the runtime
+    assert wait_healthy(runtime)["texts"] > before   # chunks and spaCy parses went to the runtime
     with psycopg.connect(db.dsn) as conn:
         here, there = (conn.execute(CHUNKS, (name,)).fetchall() for name in ("here", "there"))
         entities = [conn.execute(ENTITIES, (name,)).fetchall() for name in ("here", "there")]
@@ -138,7 +111,7 @@ def test_a_client_ingests_through_the_runtime_as_it_does_in_process(runtime, db,
 
 def test_a_runtime_serving_another_model_is_refused_never_mixed(kb, database_uri, pg_data_dir, tmp_path):
     socket = pg_data_dir.parent / "random.sock"
-    proc = _start(socket, pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name, "--model", "random-384")
+    proc = start_runtime(socket, pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name, "--model", "random-384")
     try:
         with _shared(database_uri, socket) as conn:
             with pytest.raises(psycopg.Error) as caught:
@@ -154,7 +127,7 @@ def test_a_runtime_serving_another_model_is_refused_never_mixed(kb, database_uri
         status, body = _post(socket, {"input": ["a" * 1_000_000]})
         assert status == 413 and "at most 100,000" in body["error"]["message"]
     finally:
-        _stop(proc)
+        stop_runtime(proc)
 
 
 def _post(socket: Path, body: dict) -> tuple[int, dict]:
@@ -197,7 +170,7 @@ def _in_thread(fn) -> tuple[threading.Thread, dict]:
 
 
 def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, database_uri):
-    pid = _wait_healthy(runtime)["pid"]
+    pid = wait_healthy(runtime)["pid"]
     with _shared(database_uri, runtime) as conn:
         _retrieve(conn, "dense")   # the backend's connection to the runtime is open
         os.kill(pid, signal.SIGSTOP)   # the runtime hangs: the call waits in it, not in PostgreSQL
@@ -226,7 +199,7 @@ def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, dat
 
 @pytest.mark.slow
 def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(runtime, kb, database_uri):
-    old = _wait_healthy(runtime)["pid"]
+    old = wait_healthy(runtime)["pid"]
     errors: list[psycopg.Error] = []
     done: list[int] = []
     stop = threading.Event()
@@ -246,7 +219,7 @@ def test_killing_the_runtime_under_load_fails_calls_cleanly_and_they_recover(run
         t.start()
     time.sleep(1.0)
     os.kill(old, signal.SIGKILL)
-    new = _wait_healthy(runtime)   # the supervisor started it again
+    new = wait_healthy(runtime)   # the supervisor started it again
     served = len(done)
     time.sleep(1.0)
     stop.set()
@@ -266,7 +239,7 @@ def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_
     assert mode == 0o600 and runtime.stat().st_uid == pg_data_dir.stat().st_uid
     if os.geteuid() != 0:
         pytest.skip("needs root to try the socket as another OS user")   # CI runs as root
-    pid = _wait_healthy(runtime)["pid"]
+    pid = wait_healthy(runtime)["pid"]
     uids = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:"))
     assert set(uids.split()[1:]) == {str(pg_data_dir.stat().st_uid)}        # real, effective, saved, fs: dropped
     probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX)\n"
@@ -305,7 +278,7 @@ def test_an_openai_compatible_url_serves_backends_and_clients_alike(kb, database
             assert _retrieve(conn, "threadrag")   # its spaCy runs in the backend: a URL serves embeddings only
         assert np.max(np.abs(np.array(json.loads(vector)) - here[0])) < 1e-6
     finally:
-        _stop(proc)
+        stop_runtime(proc)
 
 
 def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_docs, database_uri):
