@@ -32,6 +32,7 @@ from .context import CorpusInfo
 from .context import QueryRunner
 from .embed import Embedder
 from .families import locked_families
+from .model_client import RemoteEmbedder
 from .queries import query
 from .semantic import DocumentText, NameRow, NodeRow, copy_names, copy_nodes, document_names, plan_names, plan_nodes
 from .sources import DocumentIn
@@ -96,10 +97,9 @@ def ingest(
     prefetch: bool | None = None,
 ) -> IngestReport:
     """Index ``documents`` (already validated) into ``corpus``, ``batch_size``
-    documents a transaction. With ``prefetch`` (the default in a client; never
-    in a backend, where only the main thread may touch the server) the next
-    batch's sentences and vectors are computed in a thread while this batch is
-    written, so the database's work and the models' overlap."""
+    documents a transaction. With ``prefetch`` (by default ``prefetches(embedder)``)
+    the next batch's sentences and vectors are computed in a thread while this
+    batch is written, so the database's work and the models' overlap."""
     started = time.perf_counter()
     report = IngestReport(corpus=corpus.name, documents=len(documents))
     todo = _changed(db, corpus, documents)
@@ -108,7 +108,7 @@ def ingest(
         pending = {d.external_id for d in todo}
         _update_metadata(db, corpus, [d for d in documents if d.external_id not in pending])
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
-    ahead = not in_server() if prefetch is None else prefetch
+    ahead = prefetches(embedder) if prefetch is None else prefetch
 
     def prepare_part(batch: Sequence[DocumentIn]) -> tuple[list[_Prepared], IngestReport]:
         part = IngestReport(corpus=corpus.name)
@@ -140,6 +140,16 @@ def ingest(
     # With prefetch the models' time overlaps the writes: "other" is the time they did not hide.
     report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
     return report
+
+
+def prefetches(embedder: Embedder) -> bool:
+    """Whether an ingest prepares ahead by default: in a client whose models
+    (embeddings and spaCy) run in the model runtime, where the thread only
+    waits on its socket. Never in a backend, where only the main thread may
+    touch the server; not with models in process, whose lazy loading in a
+    second thread is not safe everywhere (CPython 3.11's ast module, which
+    spaCy's and hypothesis's parsing share, failed a test run that way)."""
+    return not in_server() and isinstance(embedder, RemoteEmbedder) and embedder.target.serves_nlp
 
 
 _TIMINGS = ("embedding_seconds", "nlp_seconds", "node_embedding_seconds", "name_embedding_seconds")

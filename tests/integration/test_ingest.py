@@ -335,22 +335,31 @@ class RecordingEmbedder:
         return self.inner.encode(texts, batch_size=batch_size)
 
 
-def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs):
-    """Prefetch, a client's default: the models run in a thread one batch ahead,
-    the tables equal a build without it, and a model error in a later batch
-    keeps the batches written before it and reaches the caller."""
-    from pgrag.ingest import ingest
+def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs, shared_models, monkeypatch):
+    """Prefetch (a client's default with the model runtime): the models run in a
+    thread one batch ahead, the tables equal a build without it, and a model
+    error in a later batch keeps the batches written before it and reaches the
+    caller."""
+    from pathlib import Path
+
+    from pgrag import model_client
+    from pgrag.ingest import ingest, prefetches
     from pgrag.sources import validate
 
     plain, ahead = db.corpus("plain"), db.corpus("ahead")
     docs = validate(wiki_docs)
-    recording = RecordingEmbedder(plain.embedder)
+    local = plain.embedder                                          # in process (no runtime set yet)
+    monkeypatch.setenv("PGRAG_MODEL_RUNTIME", shared_models)        # spaCy's parses go to the runtime too
+    remote = model_client.RemoteEmbedder(model_client.Endpoint(socket=Path(shared_models.removeprefix("unix:"))),
+                                         plain.embedder.name)
+    assert prefetches(remote) and not prefetches(local)
+    recording = RecordingEmbedder(remote)
     ingest(db, plain.info, docs, embedder=recording, spacy_model=plain.settings.spacy_model, batch_size=2,
            progress=False, prefetch=False)
     assert set(recording.threads) == {"MainThread"}
     recording.threads.clear()
     report = ingest(db, ahead.info, docs, embedder=recording, spacy_model=ahead.settings.spacy_model,
-                    batch_size=2, progress=False)
+                    batch_size=2, progress=False, prefetch=True)
     assert len(recording.threads) == 3 and all(t.startswith("pgrag-prepare") for t in recording.threads)
     assert statistics(db, ahead.id) == statistics(db, plain.id)
     assert report.added == len(wiki_docs) and report.embedding_seconds > 0
@@ -358,6 +367,6 @@ def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs
     failing = db.corpus("failing")
     marked = validate([*wiki_docs[:4], dict(wiki_docs[4], text="EXPLODE here. " + wiki_docs[4]["text"])])
     with pytest.raises(RuntimeError, match="model error"):
-        ingest(db, failing.info, marked, embedder=RecordingEmbedder(failing.embedder, "EXPLODE"),
-               spacy_model=failing.settings.spacy_model, batch_size=2, progress=False)
+        ingest(db, failing.info, marked, embedder=RecordingEmbedder(remote, "EXPLODE"),
+               spacy_model=failing.settings.spacy_model, batch_size=2, progress=False, prefetch=True)
     assert counts(db, failing.id)["document"] == 4        # the two batches before the third
