@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -30,10 +33,17 @@ def _settings(dsn: str | None, data_dir: Path | None = None) -> Settings:
 
 
 def _connect(dsn: str | None) -> Any:
+    """The command's database, closed when the command ends (its connections
+    would otherwise stay open until the process exits: a library caller of
+    ``main``, a test among them, would leak them)."""
     from . import connect
 
     settings = _settings(dsn)
-    return connect(settings.dsn, settings=settings)
+    database = connect(settings.dsn, settings=settings)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(database.close)
+    return database
 
 
 def dsn_option(fn: F) -> F:
@@ -63,8 +73,33 @@ def questions_option(fn: F) -> F:
         required=True, help="JSONL questions: id, question, answer, supporting_titles[, answer_aliases].")(fn)
 
 
+# Where echo_json writes: the real stdout of a command run with --json, whose
+# own stdout is sent to stderr while it runs.
+_json_stdout: contextvars.ContextVar[Any] = contextvars.ContextVar("pgrag_json_stdout", default=None)
+
+
 def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+    """``--json``: stdout then carries one JSON document and nothing else (a
+    script parses it). Whatever else is printed while the command runs (a
+    library's progress line or warning) goes to stderr."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        if not as_json:
+            return fn(*args, as_json=False, **kwargs)
+        token = _json_stdout.set(sys.stdout)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                return fn(*args, as_json=True, **kwargs)
+        finally:
+            _json_stdout.reset(token)
+
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(command)  # type: ignore[return-value]
+
+
+def echo_json(data: Any, **dumps: Any) -> None:
+    """Print ``data`` as JSON on the command's stdout (see json_option)."""
+    click.echo(json.dumps(data, **dumps), file=_json_stdout.get() or sys.stdout)
 
 
 def llm_options(fn: F) -> F:
@@ -247,7 +282,7 @@ def models_status(socket: Path | None, data_dir: Path | None, as_json: bool) -> 
         report = {"status": "down", "socket": str(target.socket), "error": str(exc)}
     report["this_process"] = describe_setting()
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo_json(report, indent=2)
     else:
         for key, value in report.items():
             click.echo(f"{key}: {value}")
@@ -286,7 +321,7 @@ def db_distribute(shard_count: int | None, dsn: str | None, as_json: bool) -> No
 
     rows = distribute.distribute(_connect(dsn), shard_count=shard_count)
     if as_json:
-        click.echo(json.dumps([dict(zip(("table", "kind", "colocation_id", "shards"), r)) for r in rows], indent=2))
+        echo_json([dict(zip(("table", "kind", "colocation_id", "shards"), r)) for r in rows], indent=2)
         return
     for table, kind, colocation, shards in rows:
         click.echo(f"pgrag.{table:<18} {kind:<26} colocation {colocation if colocation is not None else '-':<4} "
@@ -348,7 +383,7 @@ def ingest(path: Path, corpus: str, model: str | None, batch_size: int | None, p
                        methods=_ingest_methods(method_names))
     data: dict[str, Any] = dataclasses.asdict(report)
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        echo_json(data, indent=2)
         return
     click.echo(
         f"{corpus}: {report.added} added, {report.replaced} replaced, {report.unchanged} unchanged; "
@@ -402,7 +437,10 @@ def extract(corpus: str, triples: str, batch_size: int | None, progress: bool, l
     kb = _connect(dsn).corpus(corpus, create=False)
     llm = kb.llm(_llm_settings(llm_base_url, llm_model)) if triples == "llm" else None
     data = dataclasses.asdict(kb.extract_triples(triples, llm=llm, batch_size=batch_size, progress=progress))
-    click.echo(json.dumps(data, indent=2) if as_json else _extraction_line(data))
+    if as_json:
+        echo_json(data, indent=2)
+    else:
+        click.echo(_extraction_line(data))
 
 
 @main.command()
@@ -419,7 +457,7 @@ def propositions(question: str, corpus: str, unique_chunks: int, dsn: str | None
     """
     props = _connect(dsn).corpus(corpus, create=False).propositions(question, unique_chunks=unique_chunks)
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in props], indent=2, ensure_ascii=False))
+        echo_json([dataclasses.asdict(p) for p in props], indent=2, ensure_ascii=False)
         return
     for p in props:
         click.echo(f"{p.rank}. ({p.subject} | {p.predicate} | {p.object})  score {p.score:.4f}  "
@@ -448,8 +486,8 @@ def query(question: str, corpus: str, method: str, k: int, llm_base_url: str | N
     options = {"llm": kb.llm(settings)} if settings.configured and method_registry.takes_option(method, "llm") else {}
     hits = kb.retrieve(question, method=method, k=k, **options)
     if as_json:
-        click.echo(json.dumps({"answer": hits.answer, "hits": [dataclasses.asdict(h) for h in hits],
-                               "trace": dataclasses.asdict(hits.trace)}, indent=2, ensure_ascii=False))
+        echo_json({"answer": hits.answer, "hits": [dataclasses.asdict(h) for h in hits],
+                   "trace": dataclasses.asdict(hits.trace)}, indent=2, ensure_ascii=False)
         return
     if hits.answer is not None:
         click.echo(click.style(f"answer: {hits.answer}", bold=True))
@@ -464,7 +502,7 @@ def corpora(dsn: str | None, as_json: bool) -> None:
     """List corpora with their model, size and method families."""
     rows = _connect(dsn).corpora()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows, indent=2)
         return
     if not rows:
         click.echo("no corpora")
@@ -907,11 +945,16 @@ def threadrag_index(corpus: str, batch_size: int, progress: bool, disable: bool,
     kb = _connect(dsn).corpus(corpus, create=False)
     if disable:
         dropped = kb.disable("threadrag", drop=drop)
-        click.echo(json.dumps({"corpus": corpus, "families": list(kb.families), "nodes_dropped": dropped})
-                   if as_json else f"{corpus}: ThreadRAG nodes no longer maintained; {dropped} dropped")
+        if as_json:
+            echo_json({"corpus": corpus, "families": list(kb.families), "nodes_dropped": dropped})
+        else:
+            click.echo(f"{corpus}: ThreadRAG nodes no longer maintained; {dropped} dropped")
         return
     data = dataclasses.asdict(kb.build_semantic_nodes(batch_size=batch_size, progress=progress))
-    click.echo(json.dumps(data, indent=2) if as_json else _nodes_line(data))
+    if as_json:
+        echo_json(data, indent=2)
+    else:
+        click.echo(_nodes_line(data))
 
 
 @bench.command("load")
@@ -1031,7 +1074,7 @@ def roles_list(dsn: str | None, as_json: bool) -> None:
     """The corpus access list: which role may see which corpus under isolation."""
     rows = _connect(dsn).corpus_access()
     if as_json:
-        click.echo(json.dumps([{"corpus": c, "role": r} for c, r in rows], indent=2))
+        echo_json([{"corpus": c, "role": r} for c, r in rows], indent=2)
     else:
         for corpus, role in rows:
             click.echo(f"{corpus}\t{role}")
@@ -1106,7 +1149,7 @@ def worker(corpus: str | None, once: bool, batch_size: int, idle_seconds: float,
     bar_wanted = sys.stderr.isatty() if progress is None else progress
     bar: Any = None
     if bar_wanted:
-        from tqdm import tqdm
+        from .progress import tqdm
 
         bar = tqdm(unit="item", desc="pgrag worker", dynamic_ncols=True)
 
@@ -1145,7 +1188,7 @@ def status(corpus: str | None, dsn: str | None, as_json: bool) -> None:
     retrying and parked items, last error, last processed time, lag."""
     rows = _connect(dsn).sync_status(corpus)
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+        echo_json([dataclasses.asdict(r) for r in rows], indent=2, default=str)
         return
     if not rows:
         click.echo("no attached corpora")

@@ -49,6 +49,8 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
+        from . import progress  # noqa: F401 - a loading bar starts no monitor thread
+
         hf_logging.disable_progress_bar()  # pgrag shows its own progress; keep output clean
         threads = torch_threads()
         if threads is not None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
+from .progress import tqdm
 
 from . import prompts
 from .exceptions import InputError

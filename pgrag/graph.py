@@ -383,13 +383,14 @@ def personalized_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: f
     v[list(seeds)] = 1.0 / len(set(seeds))
     r = v.copy()
     residual = 0.0
-    for iteration in range(1, max_iterations + 1):
-        lost = r[graph.dangling].sum()
-        nxt = (1 - damping) * v + damping * (graph.step(r, precise=True) + lost * v)
-        residual = float(np.abs(nxt - r).sum())
-        r = nxt
-        if residual < tolerance:
-            return PageRank(scores=r, iterations=iteration, residual=residual)
+    with sweep.pool():
+        for iteration in range(1, max_iterations + 1):
+            lost = r[graph.dangling].sum()
+            nxt = (1 - damping) * v + damping * (graph.step(r, precise=True) + lost * v)
+            residual = float(np.abs(nxt - r).sum())
+            r = nxt
+            if residual < tolerance:
+                return PageRank(scores=r, iterations=iteration, residual=residual)
     return PageRank(scores=r, iterations=max_iterations, residual=residual)
 
 
@@ -455,7 +456,8 @@ def push_pagerank(graph: TokenGraph, seeds: Sequence[int], *, damping: float = 0
     share = len(connected) / norm
     scores, left, rounds, work = np.zeros(graph.nodes), 0.0, 0, 0
     if len(connected):
-        scores, residual, touched, rounds, work = _push(graph, connected, damping, epsilon)
+        with sweep.pool():
+            scores, residual, touched, rounds, work = _push(graph, connected, damping, epsilon)
         scores[touched] += residual[touched]
         scores[touched] *= share
         left = float(residual[touched].sum())

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from psycopg.types.json import Jsonb
-from tqdm import tqdm
+from .progress import tqdm
 
 from . import bulk, nlp
 from .config import in_server

@@ -15,7 +15,7 @@ embeddings travel with them, so that TIGRAG's rerank and ThreadRAG's BM25
 ranking need no query over the pool. After a small change (``advance``) the
 next query lays what changed over the cached version, which may be a mapping
 shared by every process, instead of reading or copying the whole one; past
-FOLD_SHARE of the chunks changed, a thread folds the overlay into a new base.
+FOLD_SHARE of the chunks changed, that query folds the overlay into a new base.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ K1, B = 1.2, 0.75   # Okapi BM25, as pgrag.bm25 and pgrag_internal.tigrag_pool
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
 
 
-# Past this many blocks of chunk vectors an overlay is folded (in the
-# background: each lookup searches every block).
+# Past this many blocks of chunk vectors an overlay is folded (each lookup
+# searches every block).
 MAX_VECTOR_BLOCKS = 32
 
 # Up to this many chunk vectors, the nearest chunks of a query embedding come
@@ -379,7 +379,7 @@ _cache_lock = threading.Lock()
 class RankingIndex(NamedTuple):
     graph: TokenGraph
     postings: Postings
-    source: str          # "memory" (this process's cache), "files" (mapped), "delta" or "database"
+    source: str   # "memory" (this process's cache), "files" (mapped), "delta", "fold" (a delta folded) or "database"
 
 
 def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> RankingIndex:
@@ -409,15 +409,18 @@ def ranking_index(db: "QueryRunner", corpus_id: int, attempts: int = 5) -> Ranki
     if pair is None:
         source = "database"
         pair = _from_database(db, corpus_id, attempts)
+    if source == "delta" and _wants_fold(pair[1]):
+        # The overlay has grown past its share: this call folds it into a new
+        # base, once for every FOLD_SHARE of the corpus changed. In this call,
+        # not a thread of its own: no thread of pgrag's outlives its call (in a
+        # backend it would outlive the statement; anywhere it would share the
+        # interpreter with whatever the caller does next).
+        pair, source = folded(*pair), "fold"
     graph, postings = pair
-    _remember(key, db, corpus_id, graph, postings)   # before a fold, which replaces what it finds cached
-    fold = source == "delta" and _wants_fold(postings)
-    stem = graph_files.corpus_key(db, corpus_id) if (source == "database" or fold) and graph_files.root() else None
-    if stem is not None and source == "database":
+    _remember(key, db, corpus_id, graph, postings)
+    stem = graph_files.corpus_key(db, corpus_id) if source in ("database", "fold") and graph_files.root() else None
+    if stem is not None:
         _share(stem, pair)
-    elif fold and _folding.claim(key):
-        # Off the query's path: fold the overlay into a new base, share it, and use it.
-        threading.Thread(target=_fold_and_share, args=(key, stem, pair), name="pgrag-fold", daemon=True).start()
     return RankingIndex(graph, postings, source)
 
 
@@ -443,50 +446,10 @@ def _wants_fold(postings: Postings) -> bool:
             or len(postings.vectors.blocks) > MAX_VECTOR_BLOCKS)
 
 
-class _Claims:
-    """Keys with a fold running, so that two queries do not fold one corpus twice."""
-
-    def __init__(self) -> None:
-        self._keys: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()
-
-    def claim(self, key: tuple[str, int]) -> bool:
-        with self._lock:
-            if key in self._keys:
-                return False
-            self._keys.add(key)
-            return True
-
-    def release(self, key: tuple[str, int]) -> None:
-        with self._lock:
-            self._keys.discard(key)
-
-
-_folding = _Claims()
-
-
-def _fold_and_share(key: tuple[str, int], stem: str | None, pair: tuple[TokenGraph, Postings]) -> None:
-    """Fold an overlay into one base, publish it (when there is a shared
-    folder), and cache it in place of the overlay while the cache still holds
-    that version (no database: this runs in a thread of its own, where a server
-    backend could not use SPI)."""
-    from .graph import _cache as graphs, _cache_lock as graphs_lock
-
-    try:
-        graph, postings = folded(*pair)
-        if stem is not None:
-            _share(stem, (graph, postings))
-        with _cache_lock, graphs_lock:
-            if key in _cache and _cache[key] is pair[1] and graphs.get(key) is pair[0]:
-                _cache[key], graphs[key] = postings, graph
-    finally:
-        _folding.release(key)
-
-
 # Past this share of new or removed chunks a full read is as cheap as a delta.
 DELTA_MAX_SHARE = 0.1
 # Past this share of chunks changed since the base, an overlay is folded into a
-# new base (in the background): each query pays a little for every change it carries.
+# new base (by the query that finds it so): each query pays a little for every change it carries.
 FOLD_SHARE = 0.02
 # Past this many logged edge counts of removed chunks per edge of the graph, a
 # full read: the overlay would carry them into every query until its fold.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm import tqdm
+from .progress import tqdm
 
 from . import bulk
 from .embed import Embedder

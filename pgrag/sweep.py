@@ -9,15 +9,21 @@ block's product is scipy's, which releases the GIL. Every output entry is one
 row's sum, computed as in the single product, so the result is the same to the
 bit.
 
+The threads belong to one call: ``with pool():`` around a PPR's iterations
+starts them on the first product that wants them and joins them when the block
+ends, so no thread of pgrag's outlives the call that started it. Outside such a
+block a product runs on the calling thread alone (the same result to the bit).
 The threads block every signal: inside a PostgreSQL backend, where this also
 runs, the server's signal handlers must run on the backend's own thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import signal
-import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -32,8 +38,38 @@ from .config import sweep_threads
 PARALLEL_MIN_ENTRIES = 1_000_000
 MAX_THREADS = 4
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+
+class _CallPool:
+    """The threads of one ``pool()`` block, started when first wanted."""
+
+    def __init__(self) -> None:
+        self.executor: ThreadPoolExecutor | None = None
+
+    def get(self) -> ThreadPoolExecutor:
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(max_workers=threads() - 1, thread_name_prefix="pgrag-sweep",
+                                               initializer=_quiet)
+        return self.executor
+
+
+_current: contextvars.ContextVar[_CallPool | None] = contextvars.ContextVar("pgrag_sweep_pool", default=None)
+
+
+@contextlib.contextmanager
+def pool() -> Iterator[None]:
+    """Products inside the block may use threads, which end with it (nested
+    blocks share the outer one's)."""
+    if _current.get() is not None:
+        yield
+        return
+    call = _CallPool()
+    token = _current.set(call)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        if call.executor is not None:
+            call.executor.shutdown(wait=True)
 
 
 def threads() -> int:
@@ -61,11 +97,17 @@ def row_blocks(matrix: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr
     return blocks
 
 
+def pooled() -> bool:
+    """Whether a ``pool()`` block is open on this thread."""
+    return _current.get() is not None
+
+
 def product(matrix: sp.csr_matrix, blocks: list[tuple[int, int, sp.csr_matrix]] | None,
             x: np.ndarray) -> np.ndarray:
-    """matrix @ x, one block per thread when ``blocks`` has more than one (the
-    calling thread takes the first)."""
-    if blocks is None or len(blocks) < 2:
+    """matrix @ x, one block per thread when ``blocks`` has more than one and a
+    ``pool()`` block is open (the calling thread takes the first)."""
+    call = _current.get()
+    if blocks is None or len(blocks) < 2 or call is None:
         return np.asarray(matrix @ x)
     out = np.empty(matrix.shape[0], dtype=np.result_type(matrix.dtype, x.dtype))
 
@@ -73,8 +115,8 @@ def product(matrix: sp.csr_matrix, blocks: list[tuple[int, int, sp.csr_matrix]] 
         a, b, view = blocks[i]
         out[a:b] = view @ x
 
-    pool = _executor()
-    futures = [pool.submit(block, i) for i in range(1, len(blocks))]
+    executor = call.get()
+    futures = [executor.submit(block, i) for i in range(1, len(blocks))]
     block(0)
     for future in futures:
         future.result()
@@ -91,21 +133,3 @@ def blocks_for(matrix: sp.csr_matrix) -> list[tuple[int, int, sp.csr_matrix]] | 
 
 def _quiet() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=threads() - 1, thread_name_prefix="pgrag-sweep",
-                                       initializer=_quiet)
-        return _pool
-
-
-def _forget_pool() -> None:
-    # a forked child has none of the parent's threads: it starts its own pool
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)

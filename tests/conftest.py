@@ -28,6 +28,9 @@ GRAPH_FILES = Path(tempfile.mkdtemp(prefix="pgrag-test-graphs-"))
 GRAPH_FILES.chmod(0o755)
 os.environ["PGRAG_GRAPH_DIR"] = str(GRAPH_FILES / "graphs")
 
+# A test that leaves a thread running fails (tests/leaks.py).
+pytest_plugins = ["tests.leaks"]
+
 TEMPLATE = "pgrag_template"
 # The shared benchmark data sits beside the checkout (../shared/bench); a fresh
 # clone elsewhere has none, and the tests that read it skip.

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
+from ..progress import tqdm
 
 from .. import methods as method_registry
 from ..exceptions import InputError

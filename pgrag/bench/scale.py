@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+from ..progress import tqdm
 
 from .. import config
 from ..exceptions import PgragError
@@ -224,22 +224,13 @@ def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) 
 
 def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_p50: float) -> dict[str, Any]:
     """The first multi-hop TIGRAG query after ``change`` (an ingest or delete),
-    against the steady p50, where its graph came from, and whether a background
-    fold of the overlay (pgrag.postings) was running at its start or end."""
+    against the steady p50, and where its graph came from ("fold" when that
+    query folded the overlay into a new base: pgrag.postings)."""
     change()
-    folding = _folding()
     ms, hits = _ms(lambda: kb.retrieve(question, method="tigrag", k=10))
-    folding = folding or _folding()
     step: dict[str, Any] = next((s for s in hits.trace.steps if s["step"] == "graph"), {})
     return {"first_query_ms": round(ms, 1), "to_steady_p50": round(ms / steady_p50, 2) if steady_p50 else None,
-            "graph_stage_ms": round(hits.trace.timings_ms.get("graph", 0.0), 1), "source": step.get("source"),
-            "fold_running": folding}
-
-
-def _folding() -> bool:
-    import threading
-
-    return any(t.name == "pgrag-fold" and t.is_alive() for t in threading.enumerate())
+            "graph_stage_ms": round(hits.trace.timings_ms.get("graph", 0.0), 1), "source": step.get("source")}
 
 
 CHILD = """

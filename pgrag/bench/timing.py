@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+from ..progress import tqdm
 
 from .. import methods
 from ..database import Database

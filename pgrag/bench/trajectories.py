@@ -51,7 +51,7 @@ def export_trajectories(kb: "Corpus", questions: Sequence["Question"], llm: "LLM
                         k: int = 5, progress: bool = True, **options: Any) -> ExportReport:
     """Run CIRAG with ``llm`` (the teacher) on every question and write its
     integration steps to ``out`` as JSONL (see ``trajectory_lines``)."""
-    from tqdm import tqdm
+    from ..progress import tqdm
 
     steps = correct = prompt = completion = 0
     with Path(out).open("w", encoding="utf-8") as f:

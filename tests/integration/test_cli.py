@@ -33,7 +33,7 @@ def test_ingest_query_corpora_delete(database_uri, tmp_path, wiki_docs):
     result = run("query", "Where was Nicki Minaj born?", "--corpus", "cli", "--method", "bm25",
                  "-k", "2", "--dsn", database_uri, "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["hits"][0]["provenance"]["external_id"] == "minaj"
     assert data["trace"]["method"] == "bm25"
 
@@ -41,7 +41,7 @@ def test_ingest_query_corpora_delete(database_uri, tmp_path, wiki_docs):
     assert "provenance: document 'minaj'" in result.output
 
     result = run("corpora", "--dsn", database_uri, "--json")
-    [row] = json.loads(result.output)
+    [row] = json.loads(result.stdout)
     assert row["name"] == "cli" and row["documents"] == 5 and row["pending"] == 0 and row["families"] == []
     assert "families: none" in run("corpora", "--dsn", database_uri).output
 
@@ -57,11 +57,35 @@ def test_ingest_a_folder(database_uri, tmp_path):
     (tmp_path / "b.md").write_text("# Notes\n\nWombats dig burrows.")
     result = run("ingest", str(tmp_path), "--corpus", "folder", "--dsn", database_uri, "--no-progress", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["added"] == 2
+    assert json.loads(result.stdout)["added"] == 2
     db = pgrag.connect(database_uri)
     hits = db.corpus("folder").retrieve("quokkas island", method="bm25", k=1)
     assert hits[0].provenance.external_id == "a.txt"
     db.close()
+
+
+def test_json_output_is_nothing_but_json_on_stdout(database_uri, tmp_path, monkeypatch):
+    """Whatever a library prints or warns while a --json command runs goes to
+    stderr: stdout parses as one JSON document."""
+    import warnings
+
+    from pgrag import sources
+
+    load_path = sources.load_path
+
+    def noisy(path):
+        print("a library's stray line")
+        warnings.warn("a library's warning", ResourceWarning, stacklevel=1)
+        return load_path(path)
+
+    monkeypatch.setattr(sources, "load_path", noisy)
+    (tmp_path / "a.txt").write_text("Quokkas live on Rottnest Island.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")   # printed, as outside the test configuration
+        result = run("ingest", str(tmp_path), "--corpus", "noisy", "--dsn", database_uri, "--no-progress", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["added"] == 1
+    assert "a library's stray line" in result.stderr and "a library's warning" in result.stderr
 
 
 def test_errors_are_one_line_and_exit_1(database_uri, tmp_path):
@@ -108,7 +132,7 @@ def test_server_start_stop(cli_data_dir):
     # the model runtime started beside it, its socket the server's OS user's alone
     models = run("models", "status", "--data-dir", str(data_dir), "--json")
     assert models.exit_code == 0, models.output
-    assert json.loads(models.output)["model"] == "all-MiniLM-L6-v2"
+    assert json.loads(models.stdout)["model"] == "all-MiniLM-L6-v2"
     socket = data_dir / "pgrag-models.sock"
     assert socket.stat().st_mode & 0o777 == 0o600 and socket.stat().st_uid == data_dir.stat().st_uid
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output

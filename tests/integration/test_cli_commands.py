@@ -43,7 +43,7 @@ def test_ingest_with_llm_triples(database_uri, docs_file):
         result = run("ingest", str(docs_file), "--corpus", "llm-t", "--triples", "llm", "--llm", fake.base_url,
                      "--llm-model", fake.model, "--no-progress", "--dsn", database_uri, "--json")
         assert result.exit_code == 0, result.output
-        data = json.loads(result.output)
+        data = json.loads(result.stdout)
         db = pgrag.connect(database_uri)
         kb = db.corpus("llm-t", create=False)
         rows = triples(db, kb, "llm")
@@ -67,7 +67,7 @@ def test_query_with_an_answering_method_prints_the_answer(database_uri, docs_fil
         result = run("query", "Who was the mother of Lothair II?", "--corpus", "ans", "--method", "threadrag",
                      "-k", "2", "--llm", fake.base_url, "--llm-model", fake.model, "--dsn", database_uri, "--json")
         assert result.exit_code == 0, result.output
-        data = json.loads(result.output)
+        data = json.loads(result.stdout)
         assert fake.requests and data["trace"]["llm_calls"] == len(fake.requests)
         assert isinstance(data["answer"], str) and data["answer"]
         assert 1 <= len(data["hits"]) <= 2
@@ -92,7 +92,7 @@ def test_threadrag_index_enables_and_backfills_semantic_nodes(db, database_uri, 
     assert refused.exit_code == 1 and "run `pgrag threadrag-index --corpus nodes`" in refused.output
     result = run("threadrag-index", "--corpus", "nodes", "--no-progress", "--dsn", database_uri, "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     built = db.corpus("nodes-built", methods=["threadrag"])
     built.ingest(wiki_docs, progress=False)
     assert data["documents"] == 5 and data["nodes"] == len(nodes(kb.id)) > 5
@@ -101,7 +101,7 @@ def test_threadrag_index_enables_and_backfills_semantic_nodes(db, database_uri, 
     assert "semantic nodes: 0 for 0 documents" in again.output
     assert run(*question).exit_code == 0
     off = run("threadrag-index", "--corpus", "nodes", "--disable", "--drop", "--dsn", database_uri, "--json")
-    assert json.loads(off.output) == {"corpus": "nodes", "families": [], "nodes_dropped": data["nodes"]}
+    assert json.loads(off.stdout) == {"corpus": "nodes", "families": [], "nodes_dropped": data["nodes"]}
     assert nodes(kb.id) == [] and run(*question).exit_code == 1
 
 

@@ -173,7 +173,7 @@ def test_cli_ingest_with_triples_and_propositions(database_uri, tmp_path, wiki_d
     assert re.search(r"triples \(spacy\): \d+ from \d+ chunks", result.output)
     result = runner.invoke(main, ["propositions", "Who did Lothair II marry?", "--corpus", "cli-t",
                                   "--chunks", "1", "--dsn", database_uri, "--json"], catch_exceptions=False)
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert rows and {r["external_id"] for r in rows} == {"lothair"}
     result = runner.invoke(main, ["extract", "--corpus", "cli-t", "--dsn", database_uri], catch_exceptions=False)
     assert "triples (spacy): 0 from 0 chunks" in result.output

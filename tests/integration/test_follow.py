@@ -560,7 +560,7 @@ def test_the_commands_attach_process_report_requeue_and_detach(db, app, database
     events = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
     assert events[0]["event"] == "start" and events[-1] == {
         "event": "stop", "batches": 1, "items": 2, "indexed": 1, "deleted": 0, "failed": 1, "parked": 1}
-    [status] = json.loads(run("status", "--json").output)
+    [status] = json.loads(run("status", "--json").stdout)
     assert (status["corpus"], status["pending"], status["parked"]) == ("wiki", 0, 1)
     assert "no text" in status["last_error"]
     assert "1 parked" in run("status").output

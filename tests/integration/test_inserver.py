@@ -436,9 +436,10 @@ rng = np.random.default_rng(1)
 m = sp.coo_matrix((rng.uniform(1, 5, 300000), (rng.integers(0, 20000, 300000), rng.integers(0, 20000, 300000))),
                   shape=(20000, 20000)).tocsr()
 x = rng.random(20000)
-if not np.array_equal(sweep.product(m, sweep.row_blocks(m, 2), x), m @ x):
-    plpy.error("threaded product differs")
-mask = sweep._executor().submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
+with sweep.pool():
+    if not np.array_equal(sweep.product(m, sweep.row_blocks(m, 2), x), m @ x):
+        plpy.error("threaded product differs")
+    mask = sweep._current.get().get().submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
 if signal.SIGINT not in mask or signal.SIGALRM not in mask or signal.SIGUSR1 not in mask:
     plpy.error("a sweep thread takes signals: %s" % sorted(mask))
 """

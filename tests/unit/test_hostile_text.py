@@ -76,20 +76,42 @@ def test_hash_and_search_text_accept_any_string(title, body):
     assert chunk_search_text(title, body).endswith(body)
 
 
+# Named functions in strategies, not lambdas: hypothesis describes a lambda by
+# parsing this file's source (see tests/integration/test_reliability.py).
+def containers_of(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3)
+
+
+def storable_containers_of(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(inner, max_size=3) | st.dictionaries(STORABLE_TEXT, inner, max_size=3)
+
+
+def not_blank(text: str) -> bool:
+    return bool(text.strip())
+
+
+def id_sized(text: str) -> bool:
+    return len(text) <= 1000
+
+
+def doc_id(doc: dict) -> object:
+    return doc["id"]
+
+
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | ANY_TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3), max_leaves=6)
+    containers_of, max_leaves=6)
 
 # Documents PostgreSQL can store: no NUL, no lone surrogate, finite numbers, a
 # non-blank text and id. Control characters, RTL marks and SQL are all fine.
 STORABLE_CHAR = st.characters(codec="utf-8", exclude_characters="\x00")
 STORABLE_TEXT = st.text(STORABLE_CHAR, max_size=200)
-NON_BLANK = st.text(STORABLE_CHAR, min_size=1, max_size=200).filter(lambda t: t.strip())
+NON_BLANK = st.text(STORABLE_CHAR, min_size=1, max_size=200).filter(not_blank)
 STORABLE_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | STORABLE_TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(STORABLE_TEXT, inner, max_size=3), max_leaves=6)
+    storable_containers_of, max_leaves=6)
 VALID_DOC = st.fixed_dictionaries(
-    {"id": NON_BLANK.filter(lambda t: len(t) <= 1000), "text": NON_BLANK},
+    {"id": NON_BLANK.filter(id_sized), "text": NON_BLANK},
     optional={"title": STORABLE_TEXT, "metadata": st.dictionaries(STORABLE_TEXT, STORABLE_JSON, max_size=3)})
 RAW_DOC = st.one_of(
     st.dictionaries(st.sampled_from(["id", "title", "text", "body", "metadata"]), JSONISH, max_size=5),
@@ -164,7 +186,7 @@ def test_validate_accepts_only_storable_documents(raw):
 
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(VALID_DOC, max_size=5, unique_by=lambda d: d["id"]))
+@given(st.lists(VALID_DOC, max_size=5, unique_by=doc_id))
 def test_validate_accepts_every_storable_document_unchanged(raw):
     docs = validate(raw)
     assert [(d.external_id, d.title, d.body, d.metadata) for d in docs] == [
@@ -190,7 +212,7 @@ FLAWS = {
 
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(VALID_DOC, min_size=1, max_size=4, unique_by=lambda d: d["id"]), st.sampled_from(sorted(FLAWS)),
+@given(st.lists(VALID_DOC, min_size=1, max_size=4, unique_by=doc_id), st.sampled_from(sorted(FLAWS)),
        st.data())
 def test_one_flaw_among_valid_documents_is_refused(raw, flaw, data):
     at = data.draw(st.integers(0, len(raw) - 1))

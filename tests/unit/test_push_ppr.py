@@ -170,12 +170,18 @@ def test_work_is_bounded_when_the_push_covers_the_graph(big):
         assert set(top_nodes(a.scores, 20).tolist()) == set(top_nodes(b.scores, 20).tolist())
 
 
+def graph_case(n: int) -> st.SearchStrategy:
+    """(nodes, raw edges, seeds, epsilon) of a graph of ``n`` nodes (a named
+    function: hypothesis parses the source of a lambda to describe it)."""
+    return st.tuples(
+        st.just(n),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(1, 5)), max_size=20),
+        st.lists(st.integers(0, n - 1), min_size=1, max_size=3),
+        st.sampled_from([1e-2, 1e-4, 1e-7]))
+
+
 @settings(max_examples=40, deadline=None)
-@given(st.integers(2, 9).flatmap(lambda n: st.tuples(
-    st.just(n),
-    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(1, 5)), max_size=20),
-    st.lists(st.integers(0, n - 1), min_size=1, max_size=3),
-    st.sampled_from([1e-2, 1e-4, 1e-7]))))
+@given(st.integers(2, 9).flatmap(graph_case))
 def test_bound_holds_on_any_small_graph(case):
     n, raw, seeds, epsilon = case
     edges = {(min(a, b), max(a, b)): w for a, b, w in raw if a != b}

@@ -1,6 +1,6 @@
 """pgrag.sweep: a product on several threads over views of the matrix's rows is
-the single product to the bit, copies none of the matrix, and its threads leave
-signals to the calling thread (a PostgreSQL backend's)."""
+the single product to the bit, copies none of the matrix, its threads leave
+signals to the calling thread (a PostgreSQL backend's) and end with the call."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def test_blocks_cover_every_row_once_and_share_the_arrays(parts):
 def test_the_threaded_product_is_the_product_to_the_bit(parts):
     m = random_csr(5000, 200_000, seed=1)
     x = np.random.default_rng(2).random(5000)
-    got = sweep.product(m, sweep.row_blocks(m, parts), x)
+    with sweep.pool():
+        got = sweep.product(m, sweep.row_blocks(m, parts), x)
     assert np.array_equal(got, m @ x)
     assert np.array_equal(sweep.product(m, None, x), m @ x)
 
@@ -64,8 +65,45 @@ def test_a_graph_past_the_size_sweeps_on_threads_with_the_same_result(monkeypatc
     seen = []
     product = sweep.product
     monkeypatch.setattr(sweep, "product", lambda m, blocks, x: seen.append(blocks) or product(m, blocks, x))
-    assert np.array_equal(threaded.step(r), want)
+    with sweep.pool():
+        assert np.array_equal(threaded.step(r), want)
     assert len(seen) == 1 and len(seen[0]) == 3        # the step went through the three blocks
+
+
+def sweep_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("pgrag-sweep")]
+
+
+def test_the_threads_end_with_the_call_and_none_start_outside_one():
+    m = random_csr(1000, 20_000, seed=6)
+    x = np.ones(1000)
+    assert np.array_equal(sweep.product(m, sweep.row_blocks(m, 3), x), m @ x)
+    assert sweep_threads() == []                          # no pool() block: the calling thread alone
+    with sweep.pool():
+        sweep.product(m, sweep.row_blocks(m, 3), x)
+        with sweep.pool():                                # nested: the outer block's threads
+            sweep.product(m, sweep.row_blocks(m, 3), x)
+        assert sweep_threads()                          # started for this call
+    assert sweep_threads() == []
+
+
+def test_a_pagerank_on_a_large_graph_leaves_no_thread(monkeypatch):
+    from pgrag.graph import personalized_pagerank, push_pagerank
+
+    monkeypatch.setattr(sweep, "PARALLEL_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(sweep, "threads", lambda: 3)
+    rng = np.random.default_rng(7)
+    a, b = rng.integers(0, 2000, (2, 30_000))
+    keep = a < b
+    g = build_graph(1, np.arange(2000), [f"t{i}" for i in range(2000)], a[keep], b[keep],
+                    rng.uniform(1, 5, int(keep.sum())))
+    used = []
+    product = sweep.product
+    monkeypatch.setattr(sweep, "product", lambda m, blocks, x: used.append(sweep.pooled()) or product(m, blocks, x))
+    personalized_pagerank(g, [1, 2, 3])
+    push_pagerank(g, [1, 2, 3], tolerance=1e-9)
+    assert used and all(used)                             # the sweeps ran inside a pool() block
+    assert sweep_threads() == []
 
 
 def test_pgrag_threads_sets_the_threads(monkeypatch):
@@ -82,8 +120,9 @@ def test_pgrag_threads_sets_the_threads(monkeypatch):
 
 def test_the_threads_block_every_signal():
     m = random_csr(100, 1000, seed=3)
-    sweep.product(m, sweep.row_blocks(m, 2), np.ones(100))    # starts the pool
-    seen = sweep._executor().submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
+    with sweep.pool():
+        sweep.product(m, sweep.row_blocks(m, 2), np.ones(100))    # starts the threads
+        seen = sweep._current.get().get().submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
     assert seen == signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}   # those two cannot be
     assert threading.current_thread() is threading.main_thread()
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])   # ours untouched
