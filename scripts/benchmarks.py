@@ -57,8 +57,8 @@ LEVERS = ("python scripts/tune_tigrag.py link_titles=true title_weight=0,0.1,0.2
 # The answering loops under the oracle reader, on a subset (the gold passages of
 # the questions and others drawn at random): indexing and extracting the full
 # corpus did not fit the two shared CPUs of the session that measured it. Only the
-# aggregates are kept (per-question rows and failure traces stay out of the
-# repository).
+# aggregates are kept: `pgrag eval` writes per-question rows to *.questions.jsonl
+# beside --out, and those and the failure traces are gitignored.
 ORACLE = [
     "python scripts/oracle_subset.py --docs 400 --questions 30 --seed 0 --out /tmp/pgrag-oracle-corpus.json",
     (f"pgrag eval --corpus-file /tmp/pgrag-oracle-corpus.json --questions {BENCH}/questions.jsonl "
@@ -82,25 +82,16 @@ def run(parts: list[str]) -> None:
         parts = [p for p in parts if p != "oracle-full"]
         print("$", ORACLE_FULL, flush=True)
         subprocess.run([pgrag, *shlex.split(ORACLE_FULL)[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        trim(OUT / "oracle_full.json")
     if "oracle" in parts:
         parts = [p for p in parts if p != "oracle"]
         subset, evaluation = (shlex.split(line) for line in ORACLE)
         print("$", "\n$ ".join(ORACLE), flush=True)
         subprocess.run([sys.executable, *subset[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([pgrag, *evaluation[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        trim(OUT / "oracle.json")
     for part in parts:
         argv = shlex.split(COMMANDS[part])
         print("$", COMMANDS[part], flush=True)
         subprocess.run([pgrag, *argv[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-
-
-def trim(path: Path) -> None:
-    """Keep an evaluation report's aggregates only (no per-question rows)."""
-    data = json.loads(path.read_text())
-    data.pop("per_question", None)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 # The data files this rendering read, listed at the end of the document, so that
