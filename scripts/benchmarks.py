@@ -188,7 +188,7 @@ def rare_terms_paragraph(rare: dict) -> str:
         f"{mean(nodes('after')):.1f} ms a question (the runs' means: "
         f"{' / '.join(f'{x:.1f}' for x in nodes('before'))} → {' / '.join(f'{x:.1f}' for x in nodes('after'))}), "
         f"threadrag {ratios('before')}× → {ratios('after')}× dense. The query alone (`{probe['command']}`, "
-        f"{REMOVED}: "
+        f"{removed(probe['command'])}: "
         f"{probe['calls']} sets of {probe['documents_per_call']} documents, the same terms in "
         f"{'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}) took "
         f"{probe['before_ms']:.1f} → {probe['now_ms']:.1f} ms a call; most of the rest is `pgrag.tokenize` "
@@ -226,20 +226,22 @@ def node_terms_paragraph(terms: dict) -> str:
         f"(dense {min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(stage('tokenized')):.1f} → "
         f"{mean(stage('stored')):.1f} ms a question (the runs' means: {runs(stage('tokenized'))} → "
         f"{runs(stage('stored'))}), threadrag {ratios('tokenized')}× → {ratios('stored')}× dense. The node query "
-        f"alone (`{probe['command']}`, {REMOVED}: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
+        f"alone (`{probe['command']}`, {removed(probe['command'])}: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
         f"same terms in {'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}), median "
         f"milliseconds a call: {probe['probe_per_term_ms']:.1f} with a token-index probe per term (before "
         f"8c89fcb), {probe['tokenized_ms']:.1f} tokenized, {probe['stored_ms']:.1f} stored. What it costs at "
         f"ingest: writing {write['nodes']:,} of these nodes took {spread('bulk_write')} µs a node against "
-        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, {REMOVED}, "
+        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, {removed(write['command'])}, "
         f"{len(write['runs'])} runs, each alternating the two and rolling back), most of it `pgrag.tokenize` "
         "itself; filling the "
         f"{fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}) took {fill['seconds']:.2f} s, "
         f"{fill['seconds'] / fill['nodes'] * 1e6:.0f} µs a node.")
 
 
-# A script whose question was answered is deleted; its figures stay, with where to find it.
-REMOVED = "a probe removed once answered (git log -- scripts/)"
+def removed(command: str) -> str:
+    """A probe whose question was answered is deleted; its figures stay, saying where it is."""
+    script = next(word for word in command.split() if word.startswith("scripts/"))
+    return f"a probe removed once answered (git log -- {script})"
 
 
 def mean(values: list[float]) -> float:
