@@ -659,7 +659,9 @@ def _method_list(ctx: click.Context | None, param: click.Parameter | None, value
 @click.option("--depth", type=click.IntRange(min=1), default=None,
               help="Chunks each method returns per question (default 4 x the largest k).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write report.json here.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the report's aggregates here (JSON); its per-question rows go to "
+                   "<stem>.questions.jsonl beside it.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the Markdown table here.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -738,7 +740,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     text = markdown_report(data)
     click.echo(text)
     if out:
-        out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        evaluate.write_report(data, out)
     if markdown:
         markdown.write_text(text, encoding="utf-8")
     if plot:

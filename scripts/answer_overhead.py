@@ -13,22 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import psycopg
+from common import SAMPLE as DATA
 
 import pgrag
 from pgrag.bench.evaluate import prepare_corpus
-from pgrag.llm import LLMSettings
 from pgrag.bench.metrics import percentile
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.fake_llm import FakeLLM  # noqa: E402  (the scripted server of the tests)
-from tests.integration.test_answer_sql import every_method_script  # noqa: E402
-
-DATA = Path(pgrag.__file__).parent / "data" / "sample_corpus.json"
+from pgrag.llm import LLMSettings
+from tests.fake_llm import FakeLLM  # the scripted server of the tests
+from tests.integration.test_answer_sql import every_method_script
 
 
 def main() -> None:

@@ -3,10 +3,15 @@
     python scripts/benchmarks.py --run         # measure everything, then render
     python scripts/benchmarks.py --run eval    # re-measure one part (ingest, eval, queries, graph, oracle, ...)
     python scripts/benchmarks.py               # only re-render from the saved JSON
+    python scripts/benchmarks.py --fold docs/benchmarks/X.json   # move a quoted run into runs.json, then render
 
 Each measurement is a pgrag command line, run as shown in the document; its JSON
 lands in docs/benchmarks/. The Markdown is rendered from those files only, so
 the figures in it are never edited by hand (a test checks that it matches).
+Runs that the docs quote by hand instead (docs/SCALING.md, a few here) live in
+one file, docs/benchmarks/runs.json, one key per run named after the file its
+command wrote; --fold moves such a file in. The page's last section lists every
+file of docs/benchmarks (and every run in runs.json): that is the folder's index.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
+RUNS = OUT / "runs.json"
 BENCH = "../shared/bench/2wiki"
 METHODS = "dense,bm25,hybrid,tigrag,t2rag,threadrag,cirag"
 VARIANTS = "tigrag-paper,tigrag-no-bm25,tigrag-degree,tigrag-no-rerank"
@@ -57,8 +63,8 @@ LEVERS = ("python scripts/tune_tigrag.py link_titles=true title_weight=0,0.1,0.2
 # The answering loops under the oracle reader, on a subset (the gold passages of
 # the questions and others drawn at random): indexing and extracting the full
 # corpus did not fit the two shared CPUs of the session that measured it. Only the
-# aggregates are kept (per-question rows and failure traces stay out of the
-# repository).
+# aggregates are kept: `pgrag eval` writes per-question rows to *.questions.jsonl
+# beside --out, and those and the failure traces are gitignored.
 ORACLE = [
     "python scripts/oracle_subset.py --docs 400 --questions 30 --seed 0 --out /tmp/pgrag-oracle-corpus.json",
     (f"pgrag eval --corpus-file /tmp/pgrag-oracle-corpus.json --questions {BENCH}/questions.jsonl "
@@ -82,25 +88,16 @@ def run(parts: list[str]) -> None:
         parts = [p for p in parts if p != "oracle-full"]
         print("$", ORACLE_FULL, flush=True)
         subprocess.run([pgrag, *shlex.split(ORACLE_FULL)[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        trim(OUT / "oracle_full.json")
     if "oracle" in parts:
         parts = [p for p in parts if p != "oracle"]
         subset, evaluation = (shlex.split(line) for line in ORACLE)
         print("$", "\n$ ".join(ORACLE), flush=True)
         subprocess.run([sys.executable, *subset[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([pgrag, *evaluation[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        trim(OUT / "oracle.json")
     for part in parts:
         argv = shlex.split(COMMANDS[part])
         print("$", COMMANDS[part], flush=True)
         subprocess.run([pgrag, *argv[1:]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-
-
-def trim(path: Path) -> None:
-    """Keep an evaluation report's aggregates only (no per-question rows)."""
-    data = json.loads(path.read_text())
-    data.pop("per_question", None)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 # The data files this rendering read, listed at the end of the document, so that
@@ -190,7 +187,8 @@ def rare_terms_paragraph(rare: dict) -> str:
         f"{min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(nodes('before')):.1f} → "
         f"{mean(nodes('after')):.1f} ms a question (the runs' means: "
         f"{' / '.join(f'{x:.1f}' for x in nodes('before'))} → {' / '.join(f'{x:.1f}' for x in nodes('after'))}), "
-        f"threadrag {ratios('before')}× → {ratios('after')}× dense. The query alone (`{probe['command']}`: "
+        f"threadrag {ratios('before')}× → {ratios('after')}× dense. The query alone (`{probe['command']}`, "
+        f"{removed(probe['command'])}: "
         f"{probe['calls']} sets of {probe['documents_per_call']} documents, the same terms in "
         f"{'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}) took "
         f"{probe['before_ms']:.1f} → {probe['now_ms']:.1f} ms a call; most of the rest is `pgrag.tokenize` "
@@ -228,16 +226,22 @@ def node_terms_paragraph(terms: dict) -> str:
         f"(dense {min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(stage('tokenized')):.1f} → "
         f"{mean(stage('stored')):.1f} ms a question (the runs' means: {runs(stage('tokenized'))} → "
         f"{runs(stage('stored'))}), threadrag {ratios('tokenized')}× → {ratios('stored')}× dense. The node query "
-        f"alone (`{probe['command']}`: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
+        f"alone (`{probe['command']}`, {removed(probe['command'])}: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
         f"same terms in {'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}), median "
         f"milliseconds a call: {probe['probe_per_term_ms']:.1f} with a token-index probe per term (before "
         f"8c89fcb), {probe['tokenized_ms']:.1f} tokenized, {probe['stored_ms']:.1f} stored. What it costs at "
         f"ingest: writing {write['nodes']:,} of these nodes took {spread('bulk_write')} µs a node against "
-        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, "
+        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, {removed(write['command'])}, "
         f"{len(write['runs'])} runs, each alternating the two and rolling back), most of it `pgrag.tokenize` "
         "itself; filling the "
         f"{fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}) took {fill['seconds']:.2f} s, "
         f"{fill['seconds'] / fill['nodes'] * 1e6:.0f} µs a node.")
+
+
+def removed(command: str) -> str:
+    """A probe whose question was answered is deleted; its figures stay, saying where it is."""
+    script = next(word for word in command.split() if word.startswith("scripts/"))
+    return f"a probe removed once answered (git log -- {script})"
 
 
 def mean(values: list[float]) -> float:
@@ -423,8 +427,9 @@ def render() -> str:
             (name, value), = [(k, v) for k, v in row.items() if k not in ("preset", "R@2", "R@5", "p50_ms")]
             out.append(f"| {name} | {value} | {row['R@2']} | {row['R@5']} | {row['p50_ms']} |")
         out += ["", "The second hop's rerank vectors (`hop_embedding`; recall by "
-                "`python scripts/tune_tigrag.py hop_embedding=concat,sum,joint`, latency by "
-                "`python scripts/hop_embedding_latency.py`, the variants taking turns on each question, "
+                "`python scripts/tune_tigrag.py hop_embedding=concat,sum,joint`, latency by a probe "
+                "removed once answered (`git log -- scripts/hop_embedding_latency.py`), the variants taking "
+                "turns on each question, "
                 "measured once on a quiet machine and repeated under load): the paper's one vector "
                 "per new entity, M(mu + e), 7.8 per question, costs 34 ms of encoding, 42 % of `tigrag`'s "
                 "time (p50 82 ms, dense 21 ms in that run); both presets keep it, because the cheaper "
@@ -450,13 +455,13 @@ def render() -> str:
                 f"is so connected that push does as much work as 5 full sweeps per hop. Without any "
                 f"second-hop encoding it would still be about 2.2× (above); the cheaper second-hop vectors "
                 f"lose recall (above), so both presets keep the paper's.", "",
-                "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (README Settings; the model in bfloat16 on this "
-                "AMX CPU), the same command (`docs/benchmarks/queries_bf16.json`): dense 10.0 ms, tigrag "
+                "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (docs/settings.md; the model in bfloat16 on this "
+                "AMX CPU), the same command (`--out docs/benchmarks/queries_bf16.json`, in runs.json): dense 10.0 ms, tigrag "
                 "44.6 ms (4.48×, its embedding 31.6 → 23.3 ms), threadrag 29.9 ms (3.01×): every method "
                 "is faster, but the ratios are not better, because dense gains as much. Recall with "
                 "bfloat16 questions over this corpus's float32 passages (`PGRAG_EMBEDDING_PRECISION=bfloat16 "
                 "pgrag eval ... --methods dense,hybrid,tigrag,threadrag,tigrag-paper --out "
-                "docs/benchmarks/eval_bf16.json`), R@2 / R@5: dense 52.2 / 64.2 and threadrag 61.7 / 78.2 "
+                "docs/benchmarks/eval_bf16.json`, in runs.json), R@2 / R@5: dense 52.2 / 64.2 and threadrag 61.7 / 78.2 "
                 "(equal), hybrid 58.6 / 68.0 (58.1 / 68.0), tigrag-paper 61.7 / 79.3 (61.3 / 78.8), tigrag "
                 "69.1 / 84.5 (69.4 / 84.5: one supporting passage fewer at 2). So it stays off by default. "
                 "Passages encode 108 → 340 a second (256 2Wiki passages, batches of 32, a one-off probe); "
@@ -566,16 +571,36 @@ def render() -> str:
                 f"{with_nodes['semantic_nodes']} nodes, {with_nodes['total_seconds']:.0f} s in all, of which "
                 f"{with_nodes['node_embedding_seconds']:.0f} s embedding sentences and nodes; a corpus that does not "
                 "ask for them (the default) saves that.", ""]
-    out += ["## Data", "", "This page is rendered by `python scripts/benchmarks.py` from these files of "
-            "docs/benchmarks: " + ", ".join(f"`{name}`" for name in sorted(set(READ))) + ".", ""]
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    out += ["## Data", "", "Every file of docs/benchmarks is listed here (tests/unit/test_docs.py checks it). "
+            "This page is rendered by `python scripts/benchmarks.py` from "
+            + ", ".join(f"`{name}`" for name in sorted(set(READ))) + "; `recall.png` is the eval command's "
+            "chart. `runs.json` holds the runs that docs/SCALING.md and this page quote by hand, one key per run, "
+            "named after the file its command wrote (`python scripts/benchmarks.py --fold FILE` moves such a "
+            "file in): " + ", ".join(f"`{name}`" for name in runs) + ".", ""]
     return "\n".join(out)
+
+
+def fold(paths: list[Path]) -> None:
+    """Move measured runs that the docs quote by hand into runs.json, each under its file's stem."""
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    for path in paths:
+        runs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+    RUNS.write_text(json.dumps(runs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for path in paths:
+        if path.resolve() != RUNS.resolve():
+            path.unlink()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", nargs="*", choices=[*COMMANDS, "oracle", "oracle-full"], default=None,
                         help="measure these parts (all when none named) before rendering")
+    parser.add_argument("--fold", nargs="+", type=Path, default=None, metavar="FILE",
+                        help="move these JSON runs into docs/benchmarks/runs.json (key: the file's stem)")
     args = parser.parse_args()
+    if args.fold:
+        fold(args.fold)
     if args.run is not None:
         OUT.mkdir(parents=True, exist_ok=True)
         run(args.run or [*COMMANDS, "oracle", "oracle-full"])

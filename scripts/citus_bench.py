@@ -22,16 +22,15 @@ import threading
 import time
 from pathlib import Path
 
+import common  # noqa: F401  (the checkout first on sys.path, for tests.citus)
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import pgrag  # noqa: E402
-from pgrag import distribute, server  # noqa: E402
-from pgrag.bench.timing import load_benchmark  # noqa: E402
-from pgrag.bench.evaluate import load_questions, prepare_corpus  # noqa: E402
-from tests.citus.cluster import LocalCitusCluster  # noqa: E402
-from tests.citus.conftest import CORPORA  # noqa: E402
+import pgrag
+from pgrag import distribute, server
+from pgrag.bench.evaluate import load_questions, prepare_corpus
+from pgrag.bench.timing import load_benchmark
+from tests.citus.cluster import LocalCitusCluster
+from tests.citus.conftest import CORPORA
 
 
 def ranked_all(db: pgrag.Database, corpus: str, questions: list[str], embeddings: list) -> list:

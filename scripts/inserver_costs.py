@@ -15,19 +15,11 @@ import time
 from pathlib import Path
 
 import psycopg
+from common import QUESTION, SAMPLE as DATA, rss_mb
 
 import pgrag
 from pgrag.bench.evaluate import prepare_corpus
 
-QUESTION = "When did Lothair II's mother die?"
-DATA = Path(pgrag.__file__).parent / "data" / "sample_corpus.json"
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def timed(conn: psycopg.Connection, method: str, corpus: str) -> float:

@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench" / "2wiki"
+from common import BENCH
 
 
 def main() -> None:

@@ -12,18 +12,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import BENCH
 
-import pgrag  # noqa: E402
-from pgrag.bench.evaluate import corpus_name_for, load_questions  # noqa: E402
-from pgrag.bench.metrics import distinct_documents, percentile, recall_at_k  # noqa: E402
-
-BENCH = ROOT.parent / "shared" / "bench" / "2wiki"
+import pgrag
+from pgrag.bench.evaluate import corpus_name_for, load_questions
+from pgrag.bench.metrics import distinct_documents, percentile, recall_at_k
 
 
 def parse_value(text: str) -> object:

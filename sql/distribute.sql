@@ -1,4 +1,4 @@
--- pgrag on Citus (docs/SCALING.md): run by `pgrag db distribute` on the
+-- pgrag on Citus (docs/citus.md): run by `pgrag db distribute` on the
 -- coordinator, and again by every `pgrag db upgrade` of a distributed database
 -- so that tables added by later migrations are distributed too. Needs the citus
 -- extension; on a single PostgreSQL nothing here is installed or called.

@@ -1,5 +1,5 @@
--- Corpora that follow an application table (README "Following an application
--- table"): attach/detach, the enqueue trigger, the source-row reader and the
+-- Corpora that follow an application table (docs/follow.md): attach/detach,
+-- the enqueue trigger, the source-row reader and the
 -- sync_status view. CREATE OR REPLACE definitions, re-applied after every
 -- migration upgrade right after functions.sql (pgrag.db.upgrade).
 --

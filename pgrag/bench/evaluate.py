@@ -118,6 +118,27 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
     return out
 
 
+def questions_path(out: Path) -> Path:
+    """Where ``write_report`` puts the per-question rows of a report written to ``out``."""
+    return out.with_name(out.stem + ".questions.jsonl")
+
+
+def write_report(data: dict[str, Any], out: Path) -> Path:
+    """Write a report's aggregates to ``out`` (JSON) and its per-question rows, one
+    JSON line each, to ``questions_path(out)`` beside it; returns that path.
+
+    The aggregates are what the docs render; the rows (retrieved documents per
+    question and method) are large and stay out of the repository."""
+    rows = data.get("per_question", [])
+    aggregates = {key: value for key, value in data.items() if key != "per_question"}
+    out.write_text(json.dumps(aggregates, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path = questions_path(out)
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
 # -- inputs ------------------------------------------------------------------
 
 def load_questions(path: Path) -> list[Question]:

@@ -146,6 +146,8 @@ def test_eval_with_extract_and_depth(database_uri, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["depth"] == 3 and data["questions"] == 2
+    assert "per_question" not in data                          # the rows go beside it, one JSON line each
+    rows = [json.loads(line) for line in (tmp_path / "r.questions.jsonl").read_text().splitlines()]
     db = pgrag.connect(database_uri)
     [corpus] = db.corpora()
     kb = db.corpus(corpus["name"], create=False)
@@ -153,12 +155,12 @@ def test_eval_with_extract_and_depth(database_uri, tmp_path):
         extracted, = conn.execute("SELECT count(*) FROM pgrag.chunk_extraction WHERE corpus_id = %s",
                                   (kb.id,)).fetchone()
     assert extracted == corpus["chunks"]                       # --extract ran over every chunk
-    for row in data["per_question"]:
+    for row in rows:
         hits = kb.retrieve(row["question"], method=row["method"], k=3, **({"llm": False} if row["method"] == "t2rag" else {}))
         titles = list(dict.fromkeys(h.title for h in hits))
         assert row["retrieved"] == titles[:2]                  # at most depth 3 chunks, first 2 documents
     db.close()
-    assert [q.id for q in load_questions(QUESTIONS)][:2] == [r["id"] for r in data["per_question"][:2]]
+    assert [q.id for q in load_questions(QUESTIONS)][:2] == [r["id"] for r in rows[:2]]
 
 
 @pytest.mark.slow

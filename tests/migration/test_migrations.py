@@ -134,15 +134,15 @@ def test_dsn_errors_do_not_echo_passwords():
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_sql_surface_is_the_checked_in_one_and_readme_lists_every_function(db):
+def test_the_sql_surface_is_the_checked_in_one_and_the_sql_reference_lists_every_function(db):
     """sql/schema.sql is what a migrated database offers in schema pgrag (run
-    `pgrag db schema > sql/schema.sql` after changing it), and README's SQL
-    reference gives every function with its signature."""
+    `pgrag db schema > sql/schema.sql` after changing it), and the SQL
+    reference (docs/sql.md) gives every function with its signature."""
     from pgrag import schema
 
     live = schema.surface(db.connector)
     assert live == (ROOT / "sql" / "schema.sql").read_text(encoding="utf-8")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "sql.md").read_text(encoding="utf-8")
     functions = [line.removeprefix("-- function ") for line in live.splitlines() if line.startswith("-- function ")]
     assert functions and [f for f in functions if f"`{f}`" not in readme] == []
     # schema pgrag is the API: no helper left there (they live in pgrag_internal)
