@@ -116,6 +116,20 @@ def by_package(records: list[tuple[str, float, float, int]]) -> dict[str, dict[s
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["own_ms"]))
 
 
+KEYS = ("pgrag.inserver", "numpy", "http.client", "pgrag.context", "pgrag.spi", "pgrag.methods",
+        "pgrag.postings", "scipy.sparse", "pgrag.graph", "pgrag.titles", "pgrag.nlp")
+
+
+def key_imports(records: list[tuple[str, float, float, int]]) -> dict[str, float]:
+    """Inclusive time (children included) of the first statement that loaded each
+    of KEYS or a pgrag.methods module: nested, so they do not add up."""
+    out: dict[str, float] = {}
+    for label, _own, inclusive, _loaded in records:
+        if (label in KEYS or label.startswith("pgrag.methods.")) and label not in out:
+            out[label] = round(inclusive, 1)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", action="append", required=True, help="a database (repeat: one per version)")
@@ -147,6 +161,7 @@ def main() -> None:
                 entry[method]["imports_by_package"] = {k: {"own_ms": round(v["own_ms"], 1), "modules": v["modules"]}
                                                        for k, v in by_package(records).items()}
                 entry[method]["modules_loaded"] = sum(r[3] for r in records)
+                entry[method]["key_imports_ms"] = key_imports(records)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
