@@ -115,16 +115,20 @@ def server() -> None:
                    "client on this machine then uses (default: yes, unless PGRAG_START_MODELS=0).")
 def server_start(data_dir: Path | None, models: bool | None) -> None:
     """Start the embedded server (it keeps running) and print its URI."""
+    from . import embedded
+
     settings = _settings(None, data_dir)
-    click.echo(srv.start_embedded(settings.data_dir, models=models, embedding_model=settings.embedding_model))
+    click.echo(embedded.start(settings.data_dir, models=models, embedding_model=settings.embedding_model))
 
 
 @server.command("stop")
 @data_dir_option
 def server_stop(data_dir: Path | None) -> None:
     """Stop the embedded server and its model runtime."""
+    from . import embedded
+
     settings = _settings(None, data_dir)
-    click.echo("stopped" if srv.stop_embedded(settings.data_dir) else "not running")
+    click.echo("stopped" if embedded.stop(settings.data_dir) else "not running")
 
 
 @server.command("status")
@@ -152,8 +156,10 @@ def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
     """
     import os
 
+    from . import embedded
+
     settings = _settings(None, data_dir)
-    uri = srv.start_embedded(settings.data_dir, embedding_model=settings.embedding_model)
+    uri = embedded.start(settings.data_dir, embedding_model=settings.embedding_model)
     psql = str(srv.psql_path())
     os.execv(psql, [psql, uri, *psql_args])
 
@@ -819,7 +825,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
     """Grow a corpus to 1x, 10x, ... (names permuted per copy) and measure each size:
     table sizes, ingest stages, graph cache, PPR, method p50/p95, the first query
     after a small ingest and delete, and memory per process (pgrag/scale.py)."""
-    from . import server
+    from . import embedded
     from .bench.scale import scale_benchmark
 
     try:
@@ -827,7 +833,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
     except ValueError:
         raise click.BadParameter(f"not a list of integers: {factors!r}", param_hint="--factors") from None
     settings = _settings(dsn)
-    admin = settings.dsn or server.start_embedded(settings.data_dir, embedding_model=settings.embedding_model)
+    admin = settings.dsn or embedded.start(settings.data_dir, embedding_model=settings.embedding_model)
 
     def save(report: dict[str, Any]) -> None:
         if out:

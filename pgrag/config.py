@@ -158,7 +158,7 @@ def model_api_key() -> str | None:
 
 def start_models() -> bool:
     """Whether starting the embedded server starts the model runtime beside it
-    (pgrag.server.start_embedded): ``PGRAG_START_MODELS`` set to 0, false, no or
+    (pgrag.embedded.start): ``PGRAG_START_MODELS`` set to 0, false, no or
     off says no; anything else, or unset, yes."""
     raw = (os.environ.get("PGRAG_START_MODELS") or "").strip().lower()
     return raw not in ("0", "false", "no", "off")

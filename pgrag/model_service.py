@@ -414,7 +414,7 @@ def start_detached(data_dir: Path, model: str = config.DEFAULT_EMBEDDING_MODEL, 
         # posix_spawn, not Popen: the supervisor outlives this call (and this
         # process), and a Popen object collected while its child runs warns.
         with open(log_file, "ab") as log:
-            pid = os.posix_spawn(sys.executable, command, os.environ, setsid=True, file_actions=[
+            pid = os.posix_spawn(sys.executable, command, config.process_environment(), setsid=True, file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, log.fileno(), 1), (os.POSIX_SPAWN_DUP2, log.fileno(), 2)])
         pid_file.write_text(f"{pid}\n")

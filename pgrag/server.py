@@ -2,7 +2,7 @@
 
 The server keeps running after the process that started it exits, so that the
 next ``pgrag`` call (or ``psql``) reuses it; ``pgrag server stop`` stops it.
-``start_embedded`` starts the model runtime beside it (pgrag.model_service),
+``pgrag.embedded`` starts the model runtime beside it (pgrag.model_service),
 which lives as long: started with the server, stopped with it.
 """
 
@@ -107,34 +107,6 @@ def start(data_dir: Path, *, wait: float = 15.0) -> str:
         stop(data_dir)
         uri = _start(data_dir, wait)
     return uri
-
-
-def start_embedded(data_dir: Path, *, models: bool | None = None,
-                   embedding_model: str = config.DEFAULT_EMBEDDING_MODEL) -> str:
-    """Start (or reuse) the embedded server in ``data_dir`` and, unless ``models``
-    is False (default: ``PGRAG_START_MODELS``, else yes), the shared model runtime
-    beside it, supervised (``pgrag models serve``); return the server's URI.
-
-    Every path that starts the embedded server comes here (``pgrag.connect()``
-    without a DSN, the CLI, the test session), so that its backends embed through
-    one runtime instead of loading torch each. The runtime, like the server, keeps
-    running after this process exits; a runtime already answering is reused, and
-    ``stop_embedded`` stops both."""
-    uri = start(data_dir)
-    if config.start_models() if models is None else models:
-        from . import model_service
-
-        model_service.start_detached(data_dir, embedding_model)
-    return uri
-
-
-def stop_embedded(data_dir: Path) -> bool:
-    """Stop the model runtime beside the server in ``data_dir``, then the server;
-    False when the server was not running."""
-    from . import model_service
-
-    model_service.stop_detached(data_dir)
-    return stop(data_dir)
 
 
 def size_buffers(uri: str) -> bool:

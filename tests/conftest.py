@@ -83,11 +83,11 @@ def pg_uri(pg_data_dir: Path) -> Iterator[str]:
     """URI of the session's embedded server (admin database 'postgres'), started
     as users start it: with the model runtime beside it (``shared_models``), so
     that backends embed through it unless a test's session says otherwise."""
-    from pgrag import server
+    from pgrag import embedded
 
-    uri = server.start_embedded(pg_data_dir)
+    uri = embedded.start(pg_data_dir)
     yield uri
-    server.stop_embedded(pg_data_dir)
+    embedded.stop(pg_data_dir)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import pgrag
-from pgrag import model_client, model_service, server
+from pgrag import embedded, model_client, model_service, server
 from pgrag.cli import main
 from tests.conftest import WIKI
 
@@ -31,7 +31,7 @@ def data_dir() -> Iterator[Path]:
     runtime); its server and runtime are stopped at teardown."""
     root = Path(tempfile.mkdtemp(prefix="pgrag-embedded-"))
     yield root / "pg"
-    server.stop_embedded(root / "pg")
+    embedded.stop(root / "pg")
     shutil.rmtree(root, ignore_errors=True)
 
 
