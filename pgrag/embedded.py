@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import config, model_service, server
+from .exceptions import ServerError
 
 
 def start(data_dir: Path, *, models: bool | None = None, embedding_model: str = config.DEFAULT_EMBEDDING_MODEL) -> str:
@@ -23,7 +24,11 @@ def start(data_dir: Path, *, models: bool | None = None, embedding_model: str = 
     the server's URI."""
     uri = server.start(data_dir)
     if config.start_models() if models is None else models:
-        model_service.start_detached(data_dir, embedding_model)
+        try:
+            model_service.start_detached(data_dir, embedding_model)
+        except ServerError as exc:
+            raise ServerError(f"{exc}\nPGRAG_START_MODELS=0 (or pgrag.connect(models=False)) starts the server "
+                              "without it; backends then load their models in process") from exc
     return uri
 
 
