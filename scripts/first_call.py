@@ -116,6 +116,8 @@ def by_package(records: list[tuple[str, float, float, int]]) -> dict[str, dict[s
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["own_ms"]))
 
 
+TOP = 25   # packages kept in the report, by own time
+
 KEYS = ("pgrag.inserver", "numpy", "http.client", "pgrag.context", "pgrag.spi", "pgrag.methods",
         "pgrag.postings", "scipy.sparse", "pgrag.graph", "pgrag.titles", "pgrag.nlp")
 
@@ -158,8 +160,9 @@ def main() -> None:
             entry[method]["heavy_modules"] = rows[-1]["heavy"]
             if args.imports:
                 records = imports(dsn, args.corpus, method, args.model_runtime)
+                packages = list(by_package(records).items())
                 entry[method]["imports_by_package"] = {k: {"own_ms": round(v["own_ms"], 1), "modules": v["modules"]}
-                                                       for k, v in by_package(records).items()}
+                                                       for k, v in packages[:TOP]}
                 entry[method]["modules_loaded"] = sum(r[3] for r in records)
                 entry[method]["key_imports_ms"] = key_imports(records)
     text = json.dumps(report, indent=2)
