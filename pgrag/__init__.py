@@ -66,18 +66,22 @@ __all__ = [
 ]
 
 
-def connect(dsn: str | None = None, *, settings: Settings | None = None, migrate: bool = True) -> Database:
+def connect(dsn: str | None = None, *, settings: Settings | None = None, migrate: bool = True,
+            models: bool | None = None) -> Database:
     """Open a pgrag database and bring its schema to head.
 
     ``dsn`` (or ``PGRAG_DSN``) names an existing PostgreSQL with pgvector; without
     one, the embedded server in ``PGRAG_DATA_DIR`` (default: a per-user data
-    directory) is started or reused."""
-    from . import server
+    directory) is started or reused, and with it the shared model runtime that
+    its backends embed through (``pgrag.embedded.start``), unless
+    ``models`` is False (default: ``PGRAG_START_MODELS``, else yes). An existing
+    PostgreSQL gets its runtime from ``pgrag models serve``."""
+    from . import embedded as embedded_server
     from .database import open_database
 
     settings = settings or Settings.from_env()
     dsn = dsn or settings.dsn
     embedded = dsn is None
     if dsn is None:
-        dsn = server.start(settings.data_dir)
+        dsn = embedded_server.start(settings.data_dir, models=models, embedding_model=settings.embedding_model)
     return open_database(dsn, embedded=embedded, migrate=migrate, settings=settings)

@@ -145,29 +145,25 @@ def server() -> None:
 
 @server.command("start")
 @data_dir_option
-@click.option("--models/--no-models", default=True, show_default=True,
+@click.option("--models/--no-models", default=None,
               help="Start the shared model runtime beside it (pgrag models serve), which every backend and "
-                   "client on this machine then uses.")
-def server_start(data_dir: Path | None, models: bool) -> None:
+                   "client on this machine then uses (default: yes, unless PGRAG_START_MODELS=0).")
+def server_start(data_dir: Path | None, models: bool | None) -> None:
     """Start the embedded server (it keeps running) and print its URI."""
-    from . import model_service
+    from . import embedded
 
     settings = _settings(None, data_dir)
-    uri = srv.start(settings.data_dir)
-    if models:
-        model_service.start_detached(settings.data_dir, settings.embedding_model)
-    click.echo(uri)
+    click.echo(embedded.start(settings.data_dir, models=models, embedding_model=settings.embedding_model))
 
 
 @server.command("stop")
 @data_dir_option
 def server_stop(data_dir: Path | None) -> None:
     """Stop the embedded server and its model runtime."""
-    from . import model_service
+    from . import embedded
 
     settings = _settings(None, data_dir)
-    model_service.stop_detached(settings.data_dir)
-    click.echo("stopped" if srv.stop(settings.data_dir) else "not running")
+    click.echo("stopped" if embedded.stop(settings.data_dir) else "not running")
 
 
 @server.command("status")
@@ -195,8 +191,10 @@ def server_psql(data_dir: Path | None, psql_args: tuple[str, ...]) -> None:
     """
     import os
 
+    from . import embedded
+
     settings = _settings(None, data_dir)
-    uri = srv.start(settings.data_dir)
+    uri = embedded.start(settings.data_dir, embedding_model=settings.embedding_model)
     psql = str(srv.psql_path())
     os.execv(psql, [psql, uri, *psql_args])
 
@@ -867,7 +865,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
     """Grow a corpus to 1x, 10x, ... (names permuted per copy) and measure each size:
     table sizes, ingest stages, graph cache, PPR, method p50/p95, the first query
     after a small ingest and delete, and memory per process (pgrag/scale.py)."""
-    from . import server
+    from . import embedded
     from .bench.scale import scale_benchmark
 
     try:
@@ -875,7 +873,7 @@ def bench_scale(corpus_file: Path, questions_file: Path, factors: str, embedding
     except ValueError:
         raise click.BadParameter(f"not a list of integers: {factors!r}", param_hint="--factors") from None
     settings = _settings(dsn)
-    admin = settings.dsn or server.start(settings.data_dir)
+    admin = settings.dsn or embedded.start(settings.data_dir, embedding_model=settings.embedding_model)
 
     def save(report: dict[str, Any]) -> None:
         if out:

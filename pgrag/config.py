@@ -156,6 +156,14 @@ def model_api_key() -> str | None:
     return _model_api_key_override or os.environ.get("PGRAG_MODEL_API_KEY") or None
 
 
+def start_models() -> bool:
+    """Whether starting the embedded server starts the model runtime beside it
+    (pgrag.embedded.start): ``PGRAG_START_MODELS`` set to 0, false, no or
+    off says no; anything else, or unset, yes."""
+    raw = (os.environ.get("PGRAG_START_MODELS") or "").strip().lower()
+    return raw not in ("0", "false", "no", "off")
+
+
 def default_model_socket() -> Path:
     """The shared runtime's socket: ``PGRAG_MODEL_SOCKET``, else the file beside
     the embedded server's data. A backend's working directory is its data

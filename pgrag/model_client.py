@@ -10,7 +10,7 @@ Where models run is one setting (config.model_runtime_setting):
 - ``inprocess``: this process loads the models itself.
 
 This module is light on purpose: a backend that embeds through the runtime
-imports it (the standard library's http.client and numpy), never torch,
+imports it (numpy; the standard library's http.client on its first call), never torch,
 sentence-transformers or spaCy. The wire format is OpenAI's, vectors as base64
 float32, so that they arrive bit for bit as the runtime computed them.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import http.client
+import functools
 import json
 import os
 import socket
@@ -28,13 +28,16 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from . import config
 from .exceptions import ConfigError, EmbeddingMismatch, InputError, ModelRuntimeUnavailable
+
+if TYPE_CHECKING:
+    import http.client
 
 # Per request: OpenAI's limit on inputs; the runtime splits them into model batches.
 MAX_INPUTS = 2048
@@ -95,21 +98,35 @@ def describe_setting() -> dict[str, Any]:
             "runtime": "inprocess" if target is None else target.describe()}
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path) -> None:
-        super().__init__("localhost", timeout=CONNECT_TIMEOUT)
-        self._path = path
+@functools.cache
+def _unix_connection() -> type:
+    """http.client's connection over a Unix socket. Built on first use: a backend
+    whose calls need no model (bm25) does not import http.client, ssl and email."""
+    import http.client
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(CONNECT_TIMEOUT)
-        try:
-            sock.connect(str(self._path))
-        except BaseException:
-            sock.close()
-            raise
-        sock.settimeout(READ_TIMEOUT)
-        self.sock = sock
+    class UnixConnection(http.client.HTTPConnection):
+        def __init__(self, path: Path) -> None:
+            super().__init__("localhost", timeout=CONNECT_TIMEOUT)
+            self._path = path
+
+        def connect(self) -> None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(CONNECT_TIMEOUT)
+            try:
+                sock.connect(str(self._path))
+            except BaseException:
+                sock.close()
+                raise
+            sock.settimeout(READ_TIMEOUT)
+            self.sock = sock
+
+    return UnixConnection
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_UnixConnection":
+        return _unix_connection()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Unreachable(Exception):
@@ -133,6 +150,8 @@ class Client:
         return _waiter[-1](lambda: self._request(method, path, payload))
 
     def _request(self, method: str, path: str, payload: bytes | None) -> dict[str, Any]:
+        import http.client
+
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         reused = conn is not None
@@ -177,8 +196,10 @@ class Client:
             raise
 
     def _connect(self) -> http.client.HTTPConnection:
+        import http.client
+
         if self.target.socket is not None:
-            return _UnixConnection(self.target.socket)
+            return _unix_connection()(self.target.socket)
         parts = urlsplit(self.target.url or "")
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         return cls(parts.netloc, timeout=READ_TIMEOUT)

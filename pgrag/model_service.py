@@ -291,6 +291,23 @@ def drop_privileges(owner: str | None) -> None:
     os.setuid(user.pw_uid)
 
 
+def _drops_privileges(owner: str | None) -> bool:
+    return owner is not None and os.geteuid() == 0 and pwd.getpwnam(owner).pw_uid != 0
+
+
+def _warm_parser() -> None:
+    """Load the default spaCy pipeline (and with it spaCy's imports) while this
+    process may still read everything: after ``drop_privileges`` a first parse
+    would import modules the server's OS user cannot read. A pipeline that is
+    not installed is loaded, and refused, on demand as before."""
+    from . import nlp
+
+    try:
+        nlp.parse_here(["Warm up."], config.DEFAULT_SPACY_MODEL, sentences=True)
+    except Exception as exc:  # spaCy or its model missing: parse requests say so when they come
+        log.warning("spaCy's default pipeline did not load before dropping privileges: %s", exc)
+
+
 def serve(path: Path | None, model: str, *, group: str | None = None, owner: str | None = None,
           window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None) -> None:
     """Load the models, then serve them on ``path`` (or, when asked, on TCP
@@ -310,9 +327,16 @@ def serve(path: Path | None, model: str, *, group: str | None = None, owner: str
     else:
         assert path is not None
         sock = bind(path, group, owner)   # only once the model is loaded: a socket that exists answers
+    app_config = uvicorn.Config(create_app(models), log_level="warning", access_log=False, lifespan="off",
+                                timeout_keep_alive=300)
+    # Every import before privileges go: the server's OS user may not read this
+    # Python's standard library (a root-only pyenv under /root), and uvicorn and
+    # starlette import theirs lazily (http.cookies, the protocol classes).
+    app_config.load()
+    if _drops_privileges(owner):
+        _warm_parser()
     drop_privileges(owner)
-    server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning", access_log=False,
-                                           lifespan="off", timeout_keep_alive=300))
+    server = uvicorn.Server(app_config)
     # uvicorn re-raises the SIGTERM / SIGINT that stopped it once it has shut down:
     # as SystemExit here, so that the socket file is removed on the way out.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -367,32 +391,50 @@ def files(data_dir: Path) -> tuple[Path, Path, Path]:
 
 def start_detached(data_dir: Path, model: str = config.DEFAULT_EMBEDDING_MODEL, *, wait: float = 180.0) -> Path:
     """Start ``pgrag models serve`` for the embedded server in ``data_dir`` (it
-    keeps running, as the server does) and wait until it answers; its socket."""
+    keeps running, as the server does) and wait until it answers; its socket.
+    A runtime already answering there is reused."""
+    import fcntl
+
     from .exceptions import ServerError
     from .model_client import Endpoint, health
 
     sock, pid_file, log_file = files(data_dir)
     target = Endpoint(socket=sock)
-    with contextlib.suppress(Exception):
-        health(target)
-        return sock   # already serving
-    owner = pwd.getpwuid(data_dir.stat().st_uid).pw_name
-    command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(sock), "--model", model,
-               "--owner", owner]
-    with open(log_file, "ab") as log:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    pid_file.write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
+    # One start at a time per data directory: two processes connecting at once
+    # would each start a runtime, and the second, unable to bind, would be
+    # restarted by its supervisor for ever. The second waits, then reuses.
+    with open(pid_file.with_name("pgrag-models.lock"), "ab") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         with contextlib.suppress(Exception):
             health(target)
-            return sock
-        time.sleep(0.2)
-    stop_detached(data_dir)
+            return sock   # already serving
+        owner = pwd.getpwuid(data_dir.stat().st_uid).pw_name
+        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(sock), "--model", model,
+                   "--owner", owner]
+        # posix_spawn, not Popen: the supervisor outlives this call (and this
+        # process), and a Popen object collected while its child runs warns.
+        with open(log_file, "ab") as log:
+            pid = os.posix_spawn(sys.executable, command, config.process_environment(), setsid=True, file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log.fileno(), 1), (os.POSIX_SPAWN_DUP2, log.fileno(), 2)])
+        pid_file.write_text(f"{pid}\n")
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not _exited(pid):
+            with contextlib.suppress(Exception):
+                health(target)
+                return sock
+            time.sleep(0.2)
+        stop_detached(data_dir)
     tail = log_file.read_text(errors="replace")[-2000:]
     raise ServerError(f"the model runtime for {data_dir} did not start (log {log_file}):\n{tail}")
+
+
+def _exited(pid: int) -> bool:
+    """Whether our child ``pid`` has exited (reaping it)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return not process_alive(pid)
 
 
 def stop_detached(data_dir: Path, wait: float = 15.0) -> bool:

@@ -2,6 +2,8 @@
 
 The server keeps running after the process that started it exits, so that the
 next ``pgrag`` call (or ``psql``) reuses it; ``pgrag server stop`` stops it.
+``pgrag.embedded`` starts the model runtime beside it (pgrag.model_service),
+which lives as long: started with the server, stopped with it.
 """
 
 from __future__ import annotations

@@ -83,12 +83,14 @@ def pg_data_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def pg_uri(pg_data_dir: Path) -> Iterator[str]:
-    """URI of the session's embedded server (admin database 'postgres')."""
-    from pgrag import server
+    """URI of the session's embedded server (admin database 'postgres'), started
+    as users start it: with the model runtime beside it (``shared_models``), so
+    that backends embed through it unless a test's session says otherwise."""
+    from pgrag import embedded
 
-    uri = server.start(pg_data_dir)
+    uri = embedded.start(pg_data_dir)
     yield uri
-    server.stop(pg_data_dir)
+    embedded.stop(pg_data_dir)
 
 
 @pytest.fixture(scope="session")
@@ -128,20 +130,15 @@ def database_uri(pg_uri: str, template_uri: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def shared_models(pg_uri: str, pg_data_dir: Path) -> Iterator[str]:
-    """A model runtime for this worker's session, as `pgrag server start` runs one
-    beside the server; its ``pgrag.model_runtime`` value. Its socket is not the
-    data directory's default, so only the databases a module points at it with
-    ``use_shared_models`` use it: there every new backend skips loading torch
-    and MiniLM (seconds each), which tests that open many connections pay."""
-    import pwd
+def shared_models(pg_uri: str, pg_data_dir: Path) -> str:
+    """The model runtime the session's server started beside it (at its data
+    directory's socket, as ``pgrag.connect()`` starts one), as a
+    ``pgrag.model_runtime`` value: for a client that should embed through it too,
+    or a database that names it (``use_shared_models``). Every new backend then
+    skips loading torch and MiniLM (seconds each)."""
+    from pgrag import model_service
 
-    from tests.serving import start_runtime, stop_runtime
-
-    sock = pg_data_dir.parent / f"session-models-{uuid.uuid4().hex[:8]}.sock"
-    proc = start_runtime(sock, pwd.getpwuid(pg_data_dir.stat().st_uid).pw_name)
-    yield f"unix:{sock}"
-    stop_runtime(proc)
+    return f"unix:{model_service.files(pg_data_dir)[0]}"
 
 
 def use_shared_models(uri: str, setting: str) -> None:

@@ -69,7 +69,16 @@ def start_runtime(socket: Path, owner: str, *args: str, supervised: bool = False
     else:
         command = [sys.executable, "-m", "pgrag.model_service", "--socket", str(socket), "--owner", owner, *args]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    wait_healthy(socket, proc)
+    try:
+        wait_healthy(socket, proc)
+    except BaseException:
+        # a runtime that never answered is not left running (nor its pipe open)
+        # to fail some later test with its ResourceWarning
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+        raise
     return proc
 
 

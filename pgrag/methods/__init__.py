@@ -31,12 +31,29 @@ MAIN = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")   # 
 _registered: dict[str, MethodSpec] = {}
 
 
+# The module of each built-in method, so that running one imports only its own
+# (a server backend's first bm25 call then skips the LLM methods, spaCy's helpers
+# and prompts). tests/unit/test_method_modules.py checks it against the registry.
+_MODULES = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")
+
+
+def _module_of(name: str) -> str | None:
+    """The module that defines built-in method ``name`` (tigrag's presets and
+    ablations are ``tigrag-*``), or None for a name no built-in module has."""
+    base = "tigrag" if name.startswith("tigrag-") else name
+    return base if base in _MODULES else None
+
+
+def _specs(module: str) -> list[MethodSpec]:
+    import importlib
+
+    loaded = importlib.import_module(f".{module}", __name__)
+    return list(getattr(loaded, "SPECS", None) or [loaded.SPEC])
+
+
 @functools.cache
 def _builtin() -> dict[str, MethodSpec]:
-    from . import bm25, cirag, dense, hybrid, t2rag, threadrag, tigrag
-
-    specs = [dense.SPEC, bm25.SPEC, hybrid.SPEC, *tigrag.SPECS, t2rag.SPEC, threadrag.SPEC, cirag.SPEC]
-    return {s.name: s for s in specs}
+    return {s.name: s for module in _MODULES for s in _specs(module)}
 
 
 def registry() -> dict[str, MethodSpec]:
@@ -61,6 +78,13 @@ def names(*, variants: bool = True) -> list[str]:
 
 
 def get(name: str) -> MethodSpec:
+    if name in _registered:
+        return _registered[name]
+    module = _module_of(name)
+    if module is not None:   # only this method's module, not every method's
+        found = next((s for s in _specs(module) if s.name == name), None)
+        if found is not None:
+            return found
     methods = registry()
     if name not in methods:
         raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")

@@ -67,9 +67,10 @@ def test_the_server_runs_pgrag_from_the_recorded_path(conn):
     assert path and ping["pgrag"].startswith(path[0])
 
 
-def _torch_threads_after_a_call(uri: str, **kwargs: str) -> int:
-    """A fresh backend embeds a question, then says how many threads its torch uses."""
-    with psycopg.connect(uri, autocommit=True, **kwargs) as c:
+def _torch_threads_after_a_call(uri: str, options: str = "") -> int:
+    """A fresh backend embeds a question in process (not through the session's
+    model runtime), then says how many threads its torch uses."""
+    with psycopg.connect(uri, autocommit=True, options=f"-c pgrag.model_runtime=inprocess {options}") as c:
         c.execute("SELECT pgrag.embed('wiki', 'Lothair II')").fetchone()
         return c.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["torch_threads"]
 

@@ -71,7 +71,7 @@ def test_a_backend_gets_the_same_vectors_and_hits_through_the_runtime_and_loads_
     remote = model_client.RemoteEmbedder(model_client.Endpoint(socket=runtime), "all-MiniLM-L6-v2").encode(texts)
     assert np.max(1 - np.sum(here * remote, axis=1)) < 1e-6
 
-    with psycopg.connect(database_uri, autocommit=True) as conn:
+    with psycopg.connect(database_uri, autocommit=True, options="-c pgrag.model_runtime=inprocess") as conn:
         inprocess = {m: _retrieve(conn, m) for m in METHODS}
     with _shared(database_uri, runtime) as conn:
         served = conn.execute("SELECT pgrag.model_runtime()").fetchone()[0]
