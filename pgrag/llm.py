@@ -122,6 +122,24 @@ class LLM:
             base_url=self.settings.base_url, api_key=self.settings.api_key or "not-needed",
             timeout=self.settings.timeout, max_retries=self.settings.max_retries)
 
+    def close(self) -> None:
+        """Close the HTTP connections the client keeps for reuse."""
+        client = self.__dict__.pop("_client", None)
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # An LLM is a light handle that callers pass around and drop; dropping
+        # it releases its pooled connections rather than leaving their sockets
+        # to the collector (and its ResourceWarning).
+        self.close()
+
     @property
     def model(self) -> str:
         assert self.settings.model

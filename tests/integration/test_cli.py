@@ -65,18 +65,15 @@ def test_ingest_a_folder(database_uri, tmp_path):
 
 
 def test_json_output_is_nothing_but_json_on_stdout(database_uri, tmp_path, monkeypatch):
-    """Whatever a library prints or logs while a --json command runs goes to
-    stderr: stdout parses as one JSON document."""
-    import logging
-
+    """Whatever a library prints while a --json command runs goes to stderr:
+    stdout parses as one JSON document."""
     from pgrag import sources
 
     load_path = sources.load_path
 
     def noisy(path):
         print("a library's stray line")
-        # no handler configured: logging's last resort writes to the current stderr
-        logging.getLogger("some.library").warning("a library's warning")
+        sys.stdout.write("a progress line\r")
         return load_path(path)
 
     monkeypatch.setattr(sources, "load_path", noisy)
@@ -84,7 +81,7 @@ def test_json_output_is_nothing_but_json_on_stdout(database_uri, tmp_path, monke
     result = run("ingest", str(tmp_path), "--corpus", "noisy", "--dsn", database_uri, "--no-progress", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["added"] == 1
-    assert "a library's stray line" in result.stderr and "a library's warning" in result.stderr
+    assert "a library's stray line" in result.stderr and "a progress line" in result.stderr
 
 
 def test_errors_are_one_line_and_exit_1(database_uri, tmp_path):

@@ -241,11 +241,15 @@ def test_statement_timeout_ends_the_call_and_the_backend_stays_usable(conn, kb):
 
 def test_cancel_from_another_backend_ends_the_call(wiki_uri, conn, kb):
     """The cancel lands inside pgrag.retrieve itself: the statement is nothing
-    else, and a fresh backend's first call takes seconds (it loads the runtime,
-    the model and the graph), so the call is still running when it comes."""
+    else, and a fresh backend's first call with its models in process takes
+    seconds (it loads the runtime, the model and the graph), so the call is
+    still running when it comes."""
     expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTIONS[0], method="cirag", k=5, llm=False)]
     with psycopg.connect(wiki_uri, autocommit=True) as fresh, psycopg.connect(wiki_uri, autocommit=True) as admin:
         pid = fresh.execute("SELECT pg_backend_pid()").fetchone()[0]
+        # not the model runtime the embedded server starts: a call through it
+        # would be over before the cancel comes
+        fresh.execute("SELECT set_config('pgrag.model_runtime', 'inprocess', false)")
 
         def cancel() -> None:
             deadline = time.monotonic() + 60

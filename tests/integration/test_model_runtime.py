@@ -244,7 +244,10 @@ def test_the_socket_opens_only_for_the_servers_os_user(runtime, pg_uri, pg_data_
     assert set(uids.split()[1:]) == {str(pg_data_dir.stat().st_uid)}        # real, effective, saved, fs: dropped
     probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX)\n"
              "try: s.connect(sys.argv[1]); print('open')\nexcept PermissionError: print('refused')")
-    other = subprocess.run([sys.executable, "-c", probe, str(runtime)], user="nobody", capture_output=True,
+    # The probe needs only the standard library: the system's Python, which any
+    # user may run (this venv's may live where nobody cannot enter, as /root is).
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    other = subprocess.run([python, "-c", probe, str(runtime)], user="nobody", capture_output=True,
                            text=True, timeout=30, cwd="/")
     assert other.stdout.strip() == "refused", other.stderr
 
@@ -322,3 +325,4 @@ def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_do
         assert not [s for s in shown if secret in s]
     finally:
         server.shutdown()
+        server.server_close()
