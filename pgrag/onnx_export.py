@@ -217,6 +217,10 @@ def ensure(model_dir: Path, cache_dir: Path, *, build: bool = True) -> Path:
     (OnnxExportError when ``build`` is False and no valid export exists)."""
     model_dir = Path(model_dir).resolve()
     layout(model_dir)
+    if not build and not os.access(cache_dir, os.R_OK | os.X_OK):
+        # before hashing the model files: a server backend whose OS user cannot
+        # read the cache learns it at once
+        raise OnnxExportError(f"cannot read the ONNX cache {cache_dir}")
     key, inputs = export_key(model_dir)
     folder = Path(cache_dir) / f"{_slug(model_dir)}-{key[:20]}"
     if folder.exists():
