@@ -116,13 +116,14 @@ class OnnxEmbedder:
     backend = "onnx"
 
     def __init__(self, name: str, model_dir: Path, *, cache_dir: Path | None = None, build: bool = True) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
         from . import onnx_export
 
         shape = onnx_export.layout(model_dir)
         self.model_file = onnx_export.ensure(model_dir, cache_dir or config.onnx_cache_dir(), build=build)
+        # only now: a backend that finds no export falls back to torch without these
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
         options = ort.SessionOptions()
         threads = torch_threads()
         if threads is not None:     # the same thread budget as torch had (config.torch_threads)
