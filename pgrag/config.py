@@ -221,6 +221,36 @@ def embedding_precision(cpu_flags: frozenset[str] | None = None) -> str:
     return "bfloat16" if flags & {"amx_bf16", "avx512_bf16"} else "float32"
 
 
+EMBEDDING_BACKENDS = ("auto", "onnx", "torch")
+
+
+def embedding_backend() -> str:
+    """What runs a sentence-transformers model in this process (pgrag.embed):
+    ``PGRAG_EMBEDDING_BACKEND``, one of ``auto`` (the default: ONNX Runtime where
+    the model fits the ONNX path and runs in float32, else torch), ``onnx``
+    (ONNX Runtime or an error) and ``torch`` (sentence-transformers on torch, as
+    before the ONNX path: for comparison, and the fallback)."""
+    raw = (os.environ.get("PGRAG_EMBEDDING_BACKEND") or "auto").strip().lower()
+    if raw not in EMBEDDING_BACKENDS:
+        from .exceptions import ConfigError
+
+        raise ConfigError(f"PGRAG_EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}, not {raw!r}")
+    return raw
+
+
+def onnx_cache_dir() -> Path:
+    """Where ONNX exports of embedding models are cached (pgrag.onnx_export):
+    ``PGRAG_ONNX_CACHE``, else ``$XDG_CACHE_HOME/pgrag/onnx``, else
+    ``~/.cache/pgrag/onnx``. A server backend resolves ``~`` to ``$HOME`` as the
+    server inherited it; where its OS user cannot read that folder it embeds on
+    torch (or through the model runtime)."""
+    override = os.environ.get("PGRAG_ONNX_CACHE")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pgrag" / "onnx"
+
+
 @functools.lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset[str]:
     # once per process: get_embedder asks on every query

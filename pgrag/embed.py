@@ -8,24 +8,35 @@ or local path is passed to sentence-transformers as is. Vectors are L2-normalise
 random unit vector, for scale runs past what the machine can embed
 (``pgrag bench scale --embeddings random``). Equal texts get equal vectors;
 nothing semantic survives, and it is the worst case for HNSW.
+
+A model loaded in this process runs on ONNX Runtime where it can
+(``PGRAG_EMBEDDING_BACKEND``, config.embedding_backend; pgrag.onnx_export makes
+and caches the export), else on torch through sentence-transformers. Both give
+the same vectors, to a cosine of 1e-5.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import re
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from . import config
 from .config import embedding_precision, torch_threads
 from .exceptions import ConfigError, EmbeddingMismatch
 from .model_client import Endpoint, RemoteEmbedder, endpoint, model_key
 
 if TYPE_CHECKING:
     from .context import CorpusInfo
+
+log = logging.getLogger("pgrag.embed")
 
 
 class Embedder(Protocol):
@@ -44,6 +55,8 @@ class SentenceTransformerEmbedder:
     bfloat16 (config.embedding_precision): on a CPU with AMX, 2Wiki passages
     encode about 3x faster and a question about 1.3x, each vector within a
     cosine of 0.9999 of float32's (docs/BENCHMARKS.md)."""
+
+    backend = "torch"
 
     def __init__(self, name: str, precision: str = "float32") -> None:
         from sentence_transformers import SentenceTransformer
@@ -89,6 +102,95 @@ class SentenceTransformerEmbedder:
         return out
 
 
+class OnnxEmbedder:
+    """A sentence-transformers folder (transformer, mean pooling, normalising) on
+    ONNX Runtime in float32: the vectors SentenceTransformerEmbedder gives, to a
+    cosine of 1e-5, without loading torch. The export comes from
+    pgrag.onnx_export's cache in ``cache_dir`` (config.onnx_cache_dir()), made
+    first when ``build`` and missing, stale or corrupt (else OnnxExportError).
+
+    The tokenizer is the model's own ``tokenizer.json`` (the file transformers'
+    fast tokenizer loads) with sentence-transformers' settings: truncation at the
+    model's ``max_seq_length`` (longest first), padding to the batch's longest."""
+
+    backend = "onnx"
+
+    def __init__(self, name: str, model_dir: Path, *, cache_dir: Path | None = None, build: bool = True) -> None:
+        from . import onnx_export
+
+        shape = onnx_export.layout(model_dir)
+        self.model_file = onnx_export.ensure(model_dir, cache_dir or config.onnx_cache_dir(), build=build)
+        # only now: a backend that finds no export falls back to torch without these
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        threads = torch_threads()
+        if threads is not None:     # the same thread budget as torch had (config.torch_threads)
+            options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        # ONNX Runtime's pool spins between calls by default: on cores shared with
+        # PostgreSQL's backends that burns the CPU they need (a busy 2-core run:
+        # 8 questions 159 -> 115 ms, one 11.0 -> 7.9 ms without spinning).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Memory patterns are planned per input shape and kept, and every batch
+        # has another length: without them 192 long 2Wiki passages in batches of
+        # 64 left 493 MB resident instead of 745 MB, no slower.
+        options.enable_mem_pattern = False
+        try:
+            self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own (pybind) exception types
+            raise onnx_export.OnnxExportError(f"ONNX Runtime cannot load {self.model_file}: {exc}") from exc
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        tokenizer_config = _json(model_dir / "tokenizer_config.json")
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # tokenizer.json carries its own truncation/padding (MiniLM's: 128, fixed);
+        # sentence-transformers overrides both, so does this.
+        padding = tokenizer.padding or {}
+        tokenizer.enable_truncation(max_length=shape.max_length, strategy="longest_first",
+                                    direction=str(tokenizer_config.get("truncation_side", "right")))
+        tokenizer.enable_padding(pad_id=int(padding.get("pad_id", 0)), pad_type_id=int(padding.get("pad_type_id", 0)),
+                                 pad_token=str(padding.get("pad_token", "[PAD]")),
+                                 direction=str(tokenizer_config.get("padding_side", "right")))
+        self._tokenizer = tokenizer
+        self._lower = shape.do_lower_case
+        self.name = name
+        self.max_length = shape.max_length
+        dim = self._session.get_outputs()[0].shape[-1]
+        self.dim = int(dim) if isinstance(dim, int) else int(_json(model_dir / "config.json")["hidden_size"])
+        # what transformers' tokenizer reports as do_lower_case (SentenceTransformerEmbedder.uncased)
+        self.uncased = bool(tokenizer_config.get("do_lower_case", False))
+        # One call at a time: two concurrent runs would each take every intra-op thread.
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        # Longest first, as sentence-transformers sorts: each batch pads to about one length.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        with self._lock:
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                batch = [texts[i].lower() if self._lower else texts[i] for i in rows]
+                encodings = self._tokenizer.encode_batch(batch)
+                ids = np.array([e.ids for e in encodings], dtype=np.int64)
+                feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
+                if "token_type_ids" in self._inputs:
+                    feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+                out[rows] = self._session.run(None, feed)[0]
+        return out
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class RandomEmbedder:
     """Seeded random unit vectors, one per distinct text (no model)."""
 
@@ -119,17 +221,18 @@ def _model_path(name: str) -> str:
 def get_embedder(name: str) -> Embedder:
     """The embedder for ``name``: through the model runtime when this process
     uses one (pgrag.model_client.endpoint), else loaded here once per process
-    (per precision: ``PGRAG_EMBEDDING_PRECISION``)."""
+    (per precision, ``PGRAG_EMBEDDING_PRECISION``, and backend,
+    ``PGRAG_EMBEDDING_BACKEND``)."""
     target = None if _RANDOM.fullmatch(name) else endpoint()
     if target is not None:
         return _remote(target, name)
-    return _embedder(name, embedding_precision())
+    return _embedder(name, embedding_precision(), config.embedding_backend())
 
 
 def loaded_embedder(name: str) -> Embedder:
     """The model ``name`` loaded in this process, whatever the runtime setting
     (what the model runtime itself serves)."""
-    return _embedder(name, embedding_precision())
+    return _embedder(name, embedding_precision(), config.embedding_backend())
 
 
 @lru_cache(maxsize=8)
@@ -138,11 +241,36 @@ def _remote(target: Endpoint, name: str) -> Embedder:
 
 
 @lru_cache(maxsize=4)
-def _embedder(name: str, precision: str) -> Embedder:
+def _embedder(name: str, precision: str, backend: str) -> Embedder:
     random = _RANDOM.fullmatch(name)
     if random is not None:
         return RandomEmbedder(name, int(random.group(1)))
+    if backend != "torch":
+        onnx = _onnx_embedder(name, precision, backend)
+        if onnx is not None:
+            return onnx
     return SentenceTransformerEmbedder(name, precision)
+
+
+def _onnx_embedder(name: str, precision: str, backend: str) -> Embedder | None:
+    """``name`` on ONNX Runtime, or None where ``auto`` falls back to torch:
+    another precision than float32, a model that is not a local folder of the
+    ONNX path's shape, an export that fails. ``onnx`` raises ConfigError there.
+    In a server backend ``auto`` uses an export already in the cache and never
+    builds one: an export loads torch and takes seconds, inside a SQL call, in
+    every backend at once (the model runtime, or any client, builds it)."""
+    from .onnx_export import OnnxExportError
+
+    try:
+        if precision != "float32":
+            raise OnnxExportError(f"the ONNX path runs float32, not {precision}")
+        return OnnxEmbedder(name, Path(_model_path(name)), build=backend == "onnx" or not config.in_server())
+    except (OnnxExportError, OSError, ImportError) as exc:
+        if backend == "onnx":
+            raise ConfigError(f"cannot run embedding model {name!r} on ONNX Runtime "
+                              f"(PGRAG_EMBEDDING_BACKEND=onnx): {exc}") from exc
+        log.info("embedding model %r on torch: %s", name, exc)
+        return None
 
 
 def corpus_embedder(info: "CorpusInfo") -> Embedder:

@@ -3,7 +3,8 @@
 Every backend and client that embeds a text or parses one with spaCy can send it
 here instead of loading torch and the model itself (a few hundred MB and ~5 s per
 process). Requests arriving together are run as one model batch: a question
-alone costs MiniLM about 8.5 ms on one thread, each of eight in a batch 4.5 ms.
+alone costs MiniLM about 8.5 ms on one thread on torch, each of eight in a batch
+4.5 ms; the runtime runs it on ONNX Runtime where it can (pgrag.embed, ``PGRAG_EMBEDDING_BACKEND``).
 
 It speaks OpenAI's ``/v1/embeddings`` (so pgrag.model_client talks to any such
 endpoint the same way), plus pgrag's ``/pgrag/v1/parse`` (spaCy sentences and
@@ -118,8 +119,10 @@ class Models:
         self.embedder = loaded_embedder(model)
         self.name = model
         self.stats = Stats()
-        # One thread runs every model call: torch already spreads one call over the
-        # cores (config.torch_threads), and two calls at once would fight for them.
+        # One thread runs every model call: the model (ONNX Runtime or torch) already
+        # spreads one call over the cores (config.torch_threads), and two calls at
+        # once would fight for them. The embedder sets its own threads: the ONNX
+        # path never imports torch, which alone holds hundreds of MB.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-model")
         self.embeddings = Batcher(self._encode, self.executor, self.stats, window=window, max_batch=max_batch)
         self.parsers: dict[tuple[str, bool], Batcher] = {}
@@ -142,6 +145,7 @@ class Models:
     def health(self) -> dict[str, Any]:
         s = self.stats
         return {"status": "ok", "model": self.name, "dim": self.embedder.dim, "uncased": self.embedder.uncased,
+                "backend": getattr(self.embedder, "backend", "torch"),
                 "pid": os.getpid(), "threads": config.torch_threads(), "uptime_s": round(time.time() - s.started, 1),
                 "requests": s.requests, "texts": s.texts, "batches": s.batches, "largest_batch": s.largest_batch,
                 "queue": s.queued, "errors": s.errors, "window_ms": self.window * 1000, "max_batch": self.max_batch,
@@ -315,11 +319,6 @@ def serve(path: Path | None, model: str, *, group: str | None = None, owner: str
     guard it then) until SIGTERM / SIGINT."""
     import uvicorn
 
-    threads = config.torch_threads()
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
     models = Models(model, window=window_ms / 1000, max_batch=max_batch)
     models.embedder.encode(["warm up"])   # the first call allocates; do it before the first caller
     if port is not None:

@@ -4,6 +4,7 @@ in any other language would."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -256,7 +257,7 @@ def test_cancel_from_another_backend_ends_the_call(wiki_uri, conn, kb):
             while admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() != ("active",):
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
-            time.sleep(0.3)
+            time.sleep(0.05)   # inside pgrag.retrieve by now; on ONNX Runtime the whole call can end within 0.3 s
             admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
 
         canceller = threading.Thread(target=cancel)
@@ -424,7 +425,12 @@ def test_extract_from_sql_equals_the_python_extraction_and_resumes(pg_uri, templ
                     "(corpus_id, chunk_id) JOIN pgrag.document d USING (corpus_id, document_id) "
                     "JOIN pgrag.corpus k USING (corpus_id) WHERE k.name = %s ORDER BY 1, 2, 3", (corpus,)).fetchall()
 
-            assert triples("sq") == triples("py") and len(triples("py")) == report["triples"]
+            sq_rows, py_rows = triples("sq"), triples("py")
+            assert [r[:-1] for r in sq_rows] == [r[:-1] for r in py_rows] and len(py_rows) == report["triples"]
+            # The embeddings agree to float noise, not bit for bit: this client embeds
+            # on ONNX Runtime, a backend that cannot read the export cache on torch.
+            sq_vectors, py_vectors = (np.array([json.loads(r[-1]) for r in rows]) for rows in (sq_rows, py_rows))
+            assert np.max(1 - np.sum(sq_vectors * py_vectors, axis=1)) < 1e-5
             with pytest.raises(psycopg.Error) as caught:
                 c.execute("SELECT pgrag.extract('sq', 'gpt')")
             assert caught.value.sqlstate == "PR005"

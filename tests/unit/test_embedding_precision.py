@@ -37,6 +37,7 @@ def test_bfloat16_vectors_are_unit_float32_rows_close_to_float32s(monkeypatch):
     from pgrag.embed import get_embedder
 
     monkeypatch.delenv("PGRAG_EMBEDDING_PRECISION", raising=False)
+    monkeypatch.setenv("PGRAG_EMBEDDING_BACKEND", "torch")   # float32 on torch, not ONNX Runtime
     wide = get_embedder(DEFAULT_MODEL_NAME)
     monkeypatch.setenv("PGRAG_EMBEDDING_PRECISION", "bfloat16")
     narrow = get_embedder(DEFAULT_MODEL_NAME)
