@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -61,18 +63,22 @@ def test_iteration_cap_and_no_seeds():
         personalized_pagerank(g, [0], damping=1.0)
 
 
-def graph_case(n: int) -> st.SearchStrategy:
-    """(nodes, raw edges, seeds, damping) of a graph of ``n`` nodes (a named
-    function: hypothesis parses the source of a lambda to describe it)."""
+def graph_cases(parameters: list[float]) -> st.SearchStrategy:
+    """(nodes, raw edges, seeds, one of ``parameters``) of small graphs (named
+    functions, not a lambda: hypothesis parses a lambda's source to describe it)."""
+    return st.integers(2, 9).flatmap(functools.partial(_graph_case, parameters=parameters))
+
+
+def _graph_case(n: int, parameters: list[float]) -> st.SearchStrategy:
     return st.tuples(
         st.just(n),
         st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(1, 5)), max_size=20),
         st.lists(st.integers(0, n - 1), min_size=1, max_size=3),
-        st.sampled_from([0.3, 0.5, 0.85]))
+        st.sampled_from(parameters))
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(2, 9).flatmap(graph_case))
+@given(graph_cases([0.3, 0.5, 0.85]))
 def test_power_iteration_matches_the_linear_solve(case):
     n, raw, seeds, d = case
     edges = {(min(a, b), max(a, b)): w for a, b, w in raw if a != b}

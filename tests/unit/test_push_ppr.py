@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pgrag.graph import (
     PUSH_EPSILON_PER_TOLERANCE,
@@ -18,6 +17,7 @@ from pgrag.graph import (
     top_nodes,
 )
 from pgrag.methods.tigrag import PRESETS, TigragSettings, _expand
+from tests.unit.test_ppr import graph_cases
 
 D = 0.5
 
@@ -170,18 +170,8 @@ def test_work_is_bounded_when_the_push_covers_the_graph(big):
         assert set(top_nodes(a.scores, 20).tolist()) == set(top_nodes(b.scores, 20).tolist())
 
 
-def graph_case(n: int) -> st.SearchStrategy:
-    """(nodes, raw edges, seeds, epsilon) of a graph of ``n`` nodes (a named
-    function: hypothesis parses the source of a lambda to describe it)."""
-    return st.tuples(
-        st.just(n),
-        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(1, 5)), max_size=20),
-        st.lists(st.integers(0, n - 1), min_size=1, max_size=3),
-        st.sampled_from([1e-2, 1e-4, 1e-7]))
-
-
 @settings(max_examples=40, deadline=None)
-@given(st.integers(2, 9).flatmap(graph_case))
+@given(graph_cases([1e-2, 1e-4, 1e-7]))
 def test_bound_holds_on_any_small_graph(case):
     n, raw, seeds, epsilon = case
     edges = {(min(a, b), max(a, b)): w for a, b, w in raw if a != b}
