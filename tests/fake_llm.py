@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from pgrag.bench.chat_server import ChatServer, Status
+from pgrag.bench.chat_server import ChatServer, LocalHTTPServer, Status
 
 __all__ = ["FakeLLM", "RecordingProxy", "Script", "Status", "replies"]
 
@@ -104,7 +104,7 @@ class RecordingProxy:
             def do_POST(self) -> None:
                 self._forward("POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = LocalHTTPServer(Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -10,11 +10,32 @@ are words.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class LocalHTTPServer(ThreadingHTTPServer):
+    """A thread per request, every one of them joined when the server closes:
+    a reply a script delays (a slow LLM, for a timeout or a cancel) does not
+    outlive the server. A client that went away before its reply (a cancelled
+    call: the broken pipe is expected) is not reported with a traceback; other
+    errors are. Formatting a traceback parses source (CPython 3.11's caret
+    anchors), which a thread must not do while another parses (gh-106905)."""
+
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)
@@ -37,7 +58,7 @@ class ChatServer:
         self.reply = reply
         self.model = model
         self.requests: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = LocalHTTPServer(_handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, name="pgrag-chat-server", daemon=True)
 
     @property

@@ -291,7 +291,9 @@ def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_do
     """An external endpoint that puts the caller's Authorization header in its
     error (as some proxies do): neither a client's error, nor a backend's, nor
     pgrag.model_runtime() shows the key."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from pgrag.bench.chat_server import LocalHTTPServer
 
     secret = "sk-do-not-print-7c1f"
 
@@ -310,7 +312,7 @@ def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_do
             pass
 
     db.corpus("runtime").ingest(wiki_docs[:1], progress=False)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    server = LocalHTTPServer(Echo)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
