@@ -84,6 +84,9 @@ def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        if proc.stderr is not None:   # read only when it failed to start; closed either way
+            proc.stderr.close()
 
 
 def _first_token(proc: subprocess.Popen[bytes], base_url: str) -> None:
