@@ -59,6 +59,8 @@ def listening(*args: str, port: int, timeout: float = 120.0) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def start_runtime(socket: Path, owner: str, *args: str, supervised: bool = False) -> subprocess.Popen:

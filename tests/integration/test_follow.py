@@ -484,13 +484,13 @@ def test_a_sigkilled_worker_loses_nothing(db, app, database_uri):
     cmd = [sys.executable, "-m", "pgrag", "worker", "--dsn", database_uri, "--corpus", "wiki",
            "--batch-size", "2", "--no-progress"]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    assert proc.stderr is not None
-    assert json.loads(proc.stderr.readline())["event"] == "start"
-    assert json.loads(proc.stderr.readline())["event"] == "batch"        # one batch committed
-    time.sleep(random.Random(3).uniform(0.0, 0.3))                          # somewhere in a later batch
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env) as proc:
+        assert proc.stderr is not None
+        assert json.loads(proc.stderr.readline())["event"] == "start"
+        assert json.loads(proc.stderr.readline())["event"] == "batch"        # one batch committed
+        time.sleep(random.Random(3).uniform(0.0, 0.3))                          # somewhere in a later batch
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
     left = queue(db)
     assert 0 < len(left) < 24
     state = everything(db, db.corpus("wiki", create=False).id)

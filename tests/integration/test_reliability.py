@@ -204,9 +204,15 @@ def run_crash_script(database_uri: str, docs_file: Path,
     """Run the ingest in a child process. With ``kill_when(progress_at_ready,
     progress_now)``, SIGKILL the child as soon as the committed progress satisfies
     it; fail if the child finishes first. Returns "killed" or the child's output."""
-    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, database_uri, str(docs_file)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    # as a context manager: its pipes are closed whatever the end
+    with subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, database_uri, str(docs_file)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}) as proc:
+        return _until_killed(proc, database_uri, kill_when)
+
+
+def _until_killed(proc: subprocess.Popen, database_uri: str,
+                  kill_when: "Callable[[tuple[int, int], tuple[int, int]], bool] | None") -> str:
     assert proc.stdout is not None
     try:
         line = proc.stdout.readline().strip()
