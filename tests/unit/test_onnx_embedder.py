@@ -122,6 +122,11 @@ def test_a_corrupt_export_is_rebuilt_not_used(onnx_model, torch_model, tmp_path)
 
 def test_a_stale_export_is_rebuilt_and_the_old_one_removed(onnx_model, monkeypatch, tmp_path):
     old = _copy_export(onnx_model, tmp_path)
+    # The user's cache may hold an export another virtual environment built (the
+    # same files give the same key): make the copy this model folder's own.
+    manifest_file = old / onnx_export.MANIFEST
+    manifest_file.write_text(json.dumps({**json.loads(manifest_file.read_text()),
+                                         "model_dir": str(MODEL_DIR.resolve())}))
     real = onnx_export.library_versions()
     # A model file changed: another key. (A copy of the model folder, a link to its weights.)
     edited = tmp_path / "edited-model"
