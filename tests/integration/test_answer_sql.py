@@ -5,8 +5,11 @@ server on 127.0.0.1 (the same wire protocol as any real endpoint)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -221,6 +224,18 @@ def test_a_retrieval_only_method_is_refused(conn):
     assert caught.value.sqlstate == "PR004"
 
 
+def _token_counts(model: Path, texts: list[str]) -> list[int]:
+    """The model's tokenizer count of each text, from a child process: importing
+    llama_cpp opens two files it never closes (llama_cpp._utils), which this
+    process would report as ResourceWarnings when it exits."""
+    script = ("import json, sys, llama_cpp\n"
+              "t = llama_cpp.Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)\n"
+              "print(json.dumps([len(t.tokenize(x.encode(), add_bos=False)) for x in json.load(sys.stdin)]))")
+    done = subprocess.run([sys.executable, "-c", script, str(model)], input=json.dumps(texts),
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def check_real_llm_answers(c: psycopg.Connection, base_url: str, question: str) -> None:
     """What the SmolLM2 test asserts about pgrag.answer's request/reply path (not
     answer quality): the endpoint spoke the protocol, every reply the server cached
@@ -228,7 +243,6 @@ def check_real_llm_answers(c: psycopg.Connection, base_url: str, question: str) 
     temperature 0), its completion tokens are the model's tokenizer count of that
     text (within a token or two), the row's totals are the cached replies' sums, and a repeat comes from the
     cache. A server replying garbage must fail it (the test after this one)."""
-    import llama_cpp
     import openai
 
     from pgrag.local_llm import MODEL_ALIAS, model_path
@@ -245,11 +259,10 @@ def check_real_llm_answers(c: psycopg.Connection, base_url: str, question: str) 
                                     "FROM pgrag.llm_cache") if r[0] not in keys]
     assert llm_calls >= 1 and len(written) == llm_calls, (llm_calls, len(written), trace["steps"][-2:])
     assert (sum(r[3] for r in written), sum(r[4] for r in written)) == (prompt_tokens, completion_tokens)
-    tokenizer = llama_cpp.Llama(model_path=str(model_path()), vocab_only=True, verbose=False)
+    counts = _token_counts(model_path(), [r[2] for r in written])
     client = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=120)
-    for _key, request, response, prompt, completion in written:
+    for (_key, request, response, prompt, completion), counted in zip(written, counts):
         # Re-tokenizing decoded text can split a token or two differently.
-        counted = len(tokenizer.tokenize(response.encode(), add_bos=False))
         assert prompt > 20 and abs(completion - counted) <= 2 + counted // 100, (completion, counted, response)
         params = {k: v for k, v in request["params"].items() if v is not None}
         direct = client.chat.completions.create(model=request["model"], messages=request["messages"], **params)
