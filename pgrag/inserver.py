@@ -128,12 +128,12 @@ def model_runtime(db: Any) -> dict[str, Any]:
 
 
 def embed(db: Any, corpus: str, text: Any) -> dict[str, Any]:
-    from .spi import _vector_text
+    from .spi import vector_text
 
     if not isinstance(text, str):
         raise InputError("text must not be NULL")
     ctx = _context(db, corpus)
-    return {"vector": _vector_text(ctx.encode([text.replace("\x00", " ")])[0])}
+    return {"vector": vector_text(ctx.encode([text.replace("\x00", " ")])[0])}
 
 
 def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: Any,
