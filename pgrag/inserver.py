@@ -5,11 +5,11 @@ The SQL entry points (``pgrag.retrieve``, ``pgrag.embed``, ``pgrag.ppr``,
 function, ``pgrag_internal._py``, which imports this module once per backend and calls
 ``call()``. Everything below builds a ``pgrag.context.Context`` over SPI
 (``pgrag.spi.SpiDatabase``) and hands it to the same code a client process runs:
-``pgrag.methods.run``, ``pgrag.graph``, the ingest pipeline. No method has a
+``pgrag.methods.run``, ``pgrag.index``, the ingest pipeline. No method has a
 second implementation here.
 
 Caches live as long as the backend: the embedding model (``get_embedder``), the
-token graph by graph version (``pgrag.graph``), and the prepared plans (``GD``).
+token graph by graph version (``pgrag.index.cache``), and the prepared plans (``GD``).
 Errors that are pgrag's own come back as ``{"error": ...}`` and ``pgrag_internal._checked``
 raises them with their SQLSTATE (``PgragError.sqlstate``); database errors (a
 cancel, a timeout, a permission) propagate unchanged.
@@ -158,7 +158,8 @@ def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: 
 
 def ppr(db: Any, corpus: str, seeds: Any, damping: float, top: int, tolerance: float,
         max_iterations: int) -> dict[str, Any]:
-    from .graph import personalized_pagerank, token_graph, top_nodes
+    from .index.cache import token_graph
+    from .index.pagerank import personalized_pagerank, top_nodes
 
     if damping is None or not 0 <= damping < 1:
         raise InputError(f"damping must be in [0, 1), got {damping}")

@@ -105,7 +105,7 @@ DOWNWARD = {
     "pgrag.families": {"pgrag.methods"},
     "pgrag.follow": {"pgrag.corpus", "pgrag.database"},
     "pgrag.ingest": {"pgrag.db", "pgrag.database", "pgrag.corpus"},
-    "pgrag.graph_files": {"pgrag.postings", "pgrag.graph"},
+    "pgrag.index.shared_files": {"pgrag.index.postings", "pgrag.index.graph", "pgrag.index.cache"},
     "pgrag.sqlscript": {"pgrag.distribute"},
 }
 
