@@ -48,7 +48,7 @@ def server_shared_buffers_mb(memory_bytes: int) -> int:
 
 def graph_dir_setting() -> str:
     """``PGRAG_GRAPH_DIR`` as set (empty when unset): the machine's folder of shared
-    graph files, or ``off`` (pgrag.graph_files.root)."""
+    graph files, or ``off`` (pgrag.index.shared_files.root)."""
     return os.environ.get("PGRAG_GRAPH_DIR", "")
 
 
@@ -194,7 +194,7 @@ if in_server():
 
 
 def sweep_threads(cores: int) -> int:
-    """Threads one PPR sweep may use (pgrag.sweep): ``PGRAG_THREADS``, else
+    """Threads one PPR sweep may use (pgrag.index.sweep): ``PGRAG_THREADS``, else
     ``cores``; 1 keeps every sweep on the calling thread (e.g. many server
     backends sharing the cores)."""
     return _positive_int("PGRAG_THREADS", os.environ.get("PGRAG_THREADS"), cores)

@@ -5,11 +5,11 @@ The SQL entry points (``pgrag.retrieve``, ``pgrag.embed``, ``pgrag.ppr``,
 function, ``pgrag_internal._py``, which imports this module once per backend and calls
 ``call()``. Everything below builds a ``pgrag.context.Context`` over SPI
 (``pgrag.spi.SpiDatabase``) and hands it to the same code a client process runs:
-``pgrag.methods.run``, ``pgrag.graph``, the ingest pipeline. No method has a
+``pgrag.methods.run``, ``pgrag.index``, the ingest pipeline. No method has a
 second implementation here.
 
 Caches live as long as the backend: the embedding model (``get_embedder``), the
-token graph by graph version (``pgrag.graph``), and the prepared plans (``GD``).
+token graph by graph version (``pgrag.index.cache``), and the prepared plans (``GD``).
 Errors that are pgrag's own come back as ``{"error": ...}`` and ``pgrag_internal._checked``
 raises them with their SQLSTATE (``PgragError.sqlstate``); database errors (a
 cancel, a timeout, a permission) propagate unchanged.
@@ -128,12 +128,12 @@ def model_runtime(db: Any) -> dict[str, Any]:
 
 
 def embed(db: Any, corpus: str, text: Any) -> dict[str, Any]:
-    from .spi import _vector_text
+    from .spi import vector_text
 
     if not isinstance(text, str):
         raise InputError("text must not be NULL")
     ctx = _context(db, corpus)
-    return {"vector": _vector_text(ctx.encode([text.replace("\x00", " ")])[0])}
+    return {"vector": vector_text(ctx.encode([text.replace("\x00", " ")])[0])}
 
 
 def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: Any,
@@ -158,7 +158,8 @@ def retrieve(db: Any, corpus: str, question: Any, method: Any, k: Any, options: 
 
 def ppr(db: Any, corpus: str, seeds: Any, damping: float, top: int, tolerance: float,
         max_iterations: int) -> dict[str, Any]:
-    from .graph import personalized_pagerank, token_graph, top_nodes
+    from .index.cache import token_graph
+    from .index.pagerank import personalized_pagerank, top_nodes
 
     if damping is None or not 0 <= damping < 1:
         raise InputError(f"damping must be in [0, 1), got {damping}")

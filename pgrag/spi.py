@@ -211,7 +211,8 @@ def _parse_vector(text: str) -> np.ndarray:
     return np.array(json.loads(text), dtype=np.float32)
 
 
-def _vector_text(value: Any) -> str:
+def vector_text(value: Any) -> str:
+    """A vector as pgvector's text form: what SPI passes for a ``vector`` parameter."""
     return "[" + ",".join(repr(float(x)) for x in np.asarray(value, dtype=np.float64).ravel()) + "]"
 
 
@@ -221,7 +222,7 @@ def _to_sql(value: Any, type_name: str) -> Any:
         return None
     base = type_name.removesuffix("[]")
     if base in _VECTOR_TYPES:
-        return [_vector_text(v) for v in value] if type_name.endswith("[]") else _vector_text(value)
+        return [vector_text(v) for v in value] if type_name.endswith("[]") else vector_text(value)
     if base in ("json", "jsonb"):   # unwrap psycopg's Jsonb
         if type_name.endswith("[]"):
             return [json.dumps(getattr(v, "obj", v)) for v in value]

@@ -225,7 +225,7 @@ def by_package(records: list[tuple[str, float, float, int]]) -> dict[str, dict[s
 TOP = 25   # packages kept in the report, by own time
 
 KEYS = ("pgrag.inserver", "numpy", "http.client", "pgrag.context", "pgrag.spi", "pgrag.methods",
-        "pgrag.postings", "scipy.sparse", "pgrag.graph", "pgrag.titles", "pgrag.nlp")
+        "pgrag.index.postings", "scipy.sparse", "pgrag.index.graph", "pgrag.titles", "pgrag.nlp")
 
 
 def key_imports(records: list[tuple[str, float, float, int]]) -> dict[str, float]:

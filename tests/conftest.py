@@ -21,7 +21,7 @@ REQUIRED = frozenset(t.strip() for t in os.environ.get("PGRAG_TEST_REQUIRE", "")
 # Tests must not pick up a developer's settings.
 for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
     del os.environ[_name]
-# The shared graph files of this test session (pgrag/graph_files.py): a folder of
+# The shared graph files of this test session (pgrag/index/shared_files.py): a folder of
 # its own, which the embedded server's OS user can enter (its backends inherit the
 # variable from the server this session starts).
 GRAPH_FILES = Path(tempfile.mkdtemp(prefix="pgrag-test-graphs-"))

@@ -138,14 +138,12 @@ def _one(conn: Any, statement: Any) -> Any:
 def graph_cache(db: Any, corpus_id: int) -> dict[str, Any]:
     """The ranking index's costs: a full read from the database, writing the
     shared files, mapping them, and the bytes of each part."""
-    from .. import graph_files, postings
-    from ..graph import clear_cache
+    from ..index import cache, shared_files
 
-    postings.clear_cache()
-    clear_cache()
-    read_ms, (graph, index) = _ms(lambda: postings._from_database(db, corpus_id, 5))
-    write_ms, folder = _ms(lambda: graph_files.save(db, corpus_id, graph.version, postings.shared_arrays(graph, index)))
-    map_ms, mapped = _ms(lambda: graph_files.load(db, corpus_id, graph.version))
+    cache.clear_cache()
+    read_ms, (graph, index) = _ms(lambda: cache.from_database(db, corpus_id, 5))
+    write_ms, folder = _ms(lambda: shared_files.save(db, corpus_id, graph.version, cache.shared_arrays(graph, index)))
+    map_ms, mapped = _ms(lambda: shared_files.load(db, corpus_id, graph.version))
     w = graph.weights
     graph_bytes = int(sum(a.nbytes for a in (w.data, w.indices, w.indptr, graph.token_ids, graph.degree,
                                              graph.terms.by_node, graph.index.sorted_terms, graph.index.order)))
@@ -162,9 +160,9 @@ def ppr_times(ctx: Any, questions: Sequence[str], gamma: int = 20) -> dict[str, 
     are the same set; the mean share of the exact top-γ that push's holds; and,
     what the rerank sees, the mean share of TIGRAG's exact ρ pool (and of its top
     10 by ρ) that the pool from push's top-γ holds (default settings)."""
-    from ..graph import personalized_pagerank, push_pagerank
+    from ..index.cache import ranking_index
+    from ..index.pagerank import personalized_pagerank, push_pagerank
     from ..methods.tigrag import TigragSettings
-    from ..postings import ranking_index
 
     settings = TigragSettings()
     graph, index, _ = ranking_index(ctx.db, ctx.id)
@@ -225,7 +223,7 @@ def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) 
 def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_p50: float) -> dict[str, Any]:
     """The first multi-hop TIGRAG query after ``change`` (an ingest or delete),
     against the steady p50, and where its graph came from ("fold" when that
-    query folded the overlay into a new base: pgrag.postings)."""
+    query folded the overlay into a new base: pgrag.index.delta)."""
     change()
     ms, hits = _ms(lambda: kb.retrieve(question, method="tigrag", k=10))
     step: dict[str, Any] = next((s for s in hits.trace.steps if s["step"] == "graph"), {})
@@ -236,7 +234,7 @@ def first_query_after(kb: Any, question: str, change: Callable[[], Any], steady_
 CHILD = """
 import json, sys, time
 import pgrag
-from pgrag.postings import ranking_index
+from pgrag.index.cache import ranking_index
 db = pgrag.connect(sys.argv[1], migrate=False)
 kb = db.corpus(sys.argv[2], create=False)
 # what a dense query by HNSW in SQL loads (the model, a connection, the method

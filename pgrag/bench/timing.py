@@ -180,14 +180,15 @@ def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, li
     """The token graph's costs: building the CSR matrix from the database, and
     PPR in scipy against PPR in SQL (``pgrag.ppr``) on the seeds of the first
     ``limit`` questions, with whether their top-γ tokens agree."""
-    from .. import graph
-    from .evaluate import load_questions, prepare_corpus
+    from ..index import pagerank
+    from ..index.graph import load_graph
     from ..methods.tigrag import TigragSettings
+    from .evaluate import load_questions, prepare_corpus
 
     settings = TigragSettings()
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress)
     t0 = time.perf_counter()
-    g = graph.load_graph(db, kb.id)
+    g = load_graph(db, kb.id)
     build = time.perf_counter() - t0
     scipy_ms: list[float] = []
     sql_ms: list[float] = []
@@ -197,9 +198,9 @@ def graph_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, li
     for q in tqdm(questions, desc="bench graph", unit="q", disable=not progress):
         seeds = sorted({t for t in kb.tokenize(q.question) if t in g.index})
         t0 = time.perf_counter()
-        pr = graph.personalized_pagerank(g, [g.index[t] for t in seeds], damping=settings.damping,
-                                         tolerance=settings.tolerance)
-        top = graph.top_nodes(pr.scores, settings.gamma)
+        pr = pagerank.personalized_pagerank(g, [g.index[t] for t in seeds], damping=settings.damping,
+                                            tolerance=settings.tolerance)
+        top = pagerank.top_nodes(pr.scores, settings.gamma)
         t1 = time.perf_counter()
         rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds, "damping": settings.damping,
                                    "top": settings.gamma, "tolerance": settings.tolerance,

@@ -1,5 +1,5 @@
 """BM25 baseline: Okapi BM25 (k1=1.2, b=0.75) over chunk postings, ranked as
-SQL's ``pgrag.bm25`` ranks, from the cached postings matrix (pgrag.postings): a
+SQL's ``pgrag.bm25`` ranks, from the cached postings matrix (pgrag.index): a
 query reads its terms' columns in memory instead of scanning their posting
 lists, whose length grows with the corpus (docs/SCALING.md). The first query of
 a process maps the corpus's shared index files, or reads the index once."""
@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..postings import B, K1, ranking_index
+from ..index.cache import ranking_index
+from ..index.postings import B, K1
 from ..results import Hits, Trace
 from .spec import MethodSpec
 

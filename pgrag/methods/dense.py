@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..postings import ranking_index
+from ..index.cache import ranking_index
 from ..results import Hits, Trace
 from .spec import MethodSpec
 

@@ -21,7 +21,7 @@ One pass (§3.1-3.2):
    initial energy is that score times a provenance weight (``local_weight`` for
    documents retrieved for the question itself, ``remote_weight`` for those from
    targeted retrieval), normalised to sum 1;
-5. energy diffuses ``steps`` rounds with ``decay`` (``pgrag.graph.propagate_energy``);
+5. energy diffuses ``steps`` rounds with ``decay`` (``pgrag.index.energy.propagate_energy``);
    nodes below ``threshold`` are pruned, and only nodes connected to an anchor
    through kept nodes stay;
 6. linearisation: documents by relevance (their best node energy), then nodes in
@@ -58,10 +58,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import nlp, prompts
-from ..nlp import NAME_LABELS, name_key
-from ..graph import propagate_energy, reachable
+from ..index.cache import RankingIndex, ranking_index
+from ..index.energy import propagate_energy, reachable
 from ..llm import LLMError, short_answer
-from ..postings import RankingIndex, ranking_index
+from ..nlp import NAME_LABELS, name_key
 from ..results import Hits, Trace
 from ..semantic import as_array
 from .spec import MethodSpec
@@ -275,7 +275,7 @@ def _rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depth
     """For each text (with its embedding): its top ``depths[i]`` chunks by
     ``settings.retrieval``, and the document of every chunk ranked. Hybrid is
     pgrag.hybrid's fusion (RRF, k = 60) of a BM25 ranking from the cached
-    postings (pgrag.postings, no scan of the posting lists in SQL) and a dense
+    postings (pgrag.index.postings, no scan of the posting lists in SQL) and a dense
     ranking: exact from the cached vectors (``Postings.nearest``), or past its
     size pgrag.dense's HNSW (one round trip per distinct depth, for all its texts).
     ``index``: the question's ranking index (read here when not given)."""

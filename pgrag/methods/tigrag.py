@@ -43,9 +43,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import nlp
+from ..index.cache import ranking_index
+from ..index.graph import TokenGraph
+from ..index.pagerank import personalized_pagerank, push_pagerank, top_nodes
+from ..index.postings import Postings
 from ..nlp import NAME_LABELS
-from ..graph import TokenGraph, personalized_pagerank, push_pagerank, top_nodes
-from ..postings import Postings, ranking_index
 from ..results import Hits, Trace
 from ..titles import Link, title_index
 from .spec import MethodSpec

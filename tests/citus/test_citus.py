@@ -237,14 +237,14 @@ def test_methods_never_fan_out(citus_db, method):
 
 HOT = {  # queries.sql statements that the methods run per question, with values
     "hits": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "scores": [1.0] * len(ids)},
-    # TIGRAG's postings matrix, read once per graph version (pgrag/postings.py)
+    # TIGRAG's postings matrix, read once per graph version (pgrag/index/postings.py)
     "token_df": lambda kb, ids: {"corpus_id": kb.id},
     "chunk_lengths": lambda kb, ids: {"corpus_id": kb.id},
     "postings_arrays": lambda kb, ids: {"corpus_id": kb.id},
     "graph_file_key": lambda kb, ids: {"corpus_id": kb.id},
     "chunk_vectors": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": None},
     "corpus_dim": lambda kb, ids: {"corpus_id": kb.id},
-    # the delta after a small change (postings.advance)
+    # the delta after a small change (pgrag.index.delta.advance)
     "postings_of_chunks": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids[:2]},
     "delta_start": lambda kb, ids: {"corpus_id": kb.id},
     "chunks_after": lambda kb, ids: {"corpus_id": kb.id, "after": ids[-1]},

@@ -1,5 +1,5 @@
 """After a small ingest, delete or replacement the next query advances the
-cached graph and postings by what changed (pgrag.postings.advance) instead of
+cached graph and postings by what changed (pgrag.index.delta.advance) instead of
 reading the whole version, and gets exactly what a full read gives; a large
 change reads it all."""
 
@@ -9,9 +9,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from pgrag import graph, postings
-from pgrag.graph import load_graph
-from pgrag.postings import folded, load_postings, ranking_index
+from pgrag.index import cache, delta, graph, pagerank
+from pgrag.index.cache import ranking_index
+from pgrag.index.delta import folded
+from pgrag.index.graph import load_graph
+from pgrag.index.postings import load_postings
 from tests.conftest import seeded_database
 
 NEW = [{"id": f"n{i}", "title": f"Waldrada {i}",
@@ -27,7 +29,7 @@ def kb(db, monkeypatch):
     """Corpus "delta": the sample, built once (conftest.seeded_database). Its
     overlays stay overlays (a few chunks are far past the fold share of a corpus
     this small) unless a test lowers FOLD_SHARE again."""
-    monkeypatch.setattr(postings, "FOLD_SHARE", 1.0)
+    monkeypatch.setattr(delta, "FOLD_SHARE", 1.0)
     return db.corpus("delta")
 
 
@@ -67,19 +69,19 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
     asked = every + [overlay.terms[i] for i in range(overlay.nodes)] + ["nosuchterm", "x" * 300, "a\0b"]
     assert overlay.index.nodes(asked).tolist() == [-1 if (n := overlay.index.get(t)) is None else n for t in asked]
     for seeds in (every[:3], every[10:12], every[-4:]):
-        mine = graph.push_pagerank(overlay, [overlay.index[t] for t in seeds])
-        theirs = graph.push_pagerank(full_graph, [full_graph.index[t] for t in seeds])
+        mine = pagerank.push_pagerank(overlay, [overlay.index[t] for t in seeds])
+        theirs = pagerank.push_pagerank(full_graph, [full_graph.index[t] for t in seeds])
         # push's order of work follows node indexes, which the gone nodes shift:
         # both are within its documented per-node bound of the true PPR
-        epsilon = 1e-4 * graph.PUSH_EPSILON_PER_TOLERANCE
+        epsilon = 1e-4 * pagerank.PUSH_EPSILON_PER_TOLERANCE
         assert (abs(mine.scores[nodes] - theirs.scores) <= 2 * epsilon * full_graph.degree + 1e-15).all()
         # no mass on the gone nodes; float32 sweeps keep the total to their rounding
         mass = 1e-9 if overlay.weights.dtype == np.float64 else 1e-6
         assert abs(mine.scores.sum() - 1) < mass
         if overlay.gone is not None:
             assert abs(mine.scores[overlay.gone]).max() < 1e-15
-        exact = graph.personalized_pagerank(overlay, [overlay.index[t] for t in seeds])
-        assert np.allclose(exact.scores[nodes], graph.personalized_pagerank(
+        exact = pagerank.personalized_pagerank(overlay, [overlay.index[t] for t in seeds])
+        assert np.allclose(exact.scores[nodes], pagerank.personalized_pagerank(
             full_graph, [full_graph.index[t] for t in seeds]).scores, rtol=0, atol=1e-12)
         pool = index.postings.pool(np.array([overlay.index[t] for t in seeds]), np.ones(len(seeds)), [],
                                    threshold=1.0, max_pool=10_000)
@@ -91,9 +93,8 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
 
 def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")   # so the step after the ingest cannot map files
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)   # 2 new chunks on a corpus of a few
-    graph.clear_cache()
-    postings.clear_cache()
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)   # 2 new chunks on a corpus of a few
+    cache.clear_cache()
     assert ranking_index(db, kb.id).source == "database"
     kb.ingest(NEW, progress=False)
     after = ranking_index(db, kb.id)
@@ -101,23 +102,21 @@ def test_a_small_ingest_is_applied_as_a_delta(db, kb, monkeypatch):
     assert_same_as_a_full_read(db, kb, after)
     hits = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
     assert hits.trace.steps[1]["source"] == "memory"
-    graph.clear_cache()
-    postings.clear_cache()
+    cache.clear_cache()
     fresh = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
     assert fresh.trace.steps[1]["source"] == "database"
     assert [(h.provenance.chunk_id, h.score) for h in hits] == [(h.provenance.chunk_id, h.score) for h in fresh]
 
 
 def test_a_delta_over_float32_weights_folds_to_a_full_read(db, kb, monkeypatch):
-    """The same over a float32 base (graph.compact_weights, its size threshold
+    """The same over a float32 base (pgrag.index.graph.compact_weights, its size threshold
     lowered for the sample corpus): the change matrix is float64, the fold
     float32 again, and both equal a full read."""
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    monkeypatch.setattr(postings, "MAX_PAIRS_SHARE", 100.0)
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(delta, "MAX_PAIRS_SHARE", 100.0)
     monkeypatch.setattr(graph, "COMPACT_MIN_ENTRIES", 0)
-    graph.clear_cache()
-    postings.clear_cache()
+    cache.clear_cache()
     assert ranking_index(db, kb.id).graph.weights.dtype == np.float32
     kb.ingest(NEW, progress=False)
     kb.delete(["minaj"])
@@ -129,10 +128,9 @@ def test_a_delta_over_float32_weights_folds_to_a_full_read(db, kb, monkeypatch):
 
 def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    monkeypatch.setattr(postings, "MAX_PAIRS_SHARE", 100.0)   # a few hundred edges: every pair is many
-    graph.clear_cache()
-    postings.clear_cache()
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(delta, "MAX_PAIRS_SHARE", 100.0)   # a few hundred edges: every pair is many
+    cache.clear_cache()
     before = ranking_index(db, kb.id)
     kb.delete(["minaj"])                      # her words that no other document has leave the vocabulary
     gone = ranking_index(db, kb.id)
@@ -149,8 +147,7 @@ def test_a_delete_and_a_replacement_are_applied_as_deltas(db, kb, wiki_docs, mon
 
 def test_a_large_change_reads_the_whole_version(db, kb, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
-    graph.clear_cache()
-    postings.clear_cache()
+    cache.clear_cache()
     ranking_index(db, kb.id)
     many = [{"id": f"m{i}", "title": f"M{i}", "text": f"Item {i} is a town in Lotharingia."} for i in range(5)]
     kb.ingest(many, progress=False)            # 5 new chunks on a few: past the 10 % share
@@ -163,9 +160,8 @@ def test_a_large_change_reads_the_whole_version(db, kb, monkeypatch):
 
 def test_a_delete_with_more_pairs_than_edges_share_reads_the_whole_version(db, kb, monkeypatch):
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    graph.clear_cache()
-    postings.clear_cache()
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    cache.clear_cache()
     ranking_index(db, kb.id)
     kb.delete(["minaj"])                     # one chunk, but hundreds of token pairs on a few hundred edges
     index = ranking_index(db, kb.id)
@@ -195,8 +191,7 @@ def test_a_server_backend_applies_the_delta_too(db, database_uri):
         kb.ingest(NEW[:1], progress=False)                  # 1 chunk on 53: well under 10 %
         after = c.execute(ask).fetchone()[0]
         assert source(after) == "delta"
-    graph.clear_cache()
-    postings.clear_cache()
+    cache.clear_cache()
     python = kb.retrieve("Who was the mistress of Lothair II?", method="tigrag", k=3)
     assert [h["chunk_id"] for h in after["hits"]] == [h.provenance.chunk_id for h in python]
     # The backend's model runs on one thread and this process's on every core: the
@@ -210,12 +205,11 @@ def test_an_overlay_past_the_fold_share_is_folded_by_the_query_that_finds_it(db,
     caches it; the next query uses it from memory."""
     import threading
 
-    from pgrag import graph_files
+    from pgrag.index import shared_files
 
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    monkeypatch.setattr(postings, "FOLD_SHARE", 0.0)
-    graph.clear_cache()
-    postings.clear_cache()
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(delta, "FOLD_SHARE", 0.0)
+    cache.clear_cache()
     ranking_index(db, kb.id)
     kb.ingest(NEW, progress=False)
     threads = set(threading.enumerate())
@@ -227,9 +221,8 @@ def test_an_overlay_past_the_fold_share_is_folded_by_the_query_that_finds_it(db,
     assert after.source == "memory" and after.graph.version == folded.graph.version
     assert after.postings is folded.postings
     assert_same_as_a_full_read(db, kb, after)
-    graph.clear_cache()
-    postings.clear_cache()
-    assert graph_files.load(db, kb.id, folded.graph.version) is not None
+    cache.clear_cache()
+    assert shared_files.load(db, kb.id, folded.graph.version) is not None
     assert ranking_index(db, kb.id).source == "files"
 
 
@@ -237,9 +230,8 @@ def test_a_chunk_without_tokens_is_added_and_removed_by_the_delta(db, kb, monkey
     """A chunk of stopwords only has no postings; its removal must still reach
     the delta (it counts in BM25's number of chunks)."""
     monkeypatch.setenv("PGRAG_GRAPH_DIR", "off")
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    graph.clear_cache()
-    postings.clear_cache()
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    cache.clear_cache()
     ranking_index(db, kb.id)
     kb.ingest([{"id": "empty", "title": "", "text": "The of and."}], progress=False)
     added = ranking_index(db, kb.id)

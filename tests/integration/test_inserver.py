@@ -442,7 +442,7 @@ def test_extract_from_sql_equals_the_python_extraction_and_resumes(pg_uri, templ
 
 THREADED_SWEEP = """
 import numpy as np, scipy.sparse as sp, signal
-from pgrag import sweep
+from pgrag.index import sweep
 rng = np.random.default_rng(1)
 m = sp.coo_matrix((rng.uniform(1, 5, 300000), (rng.integers(0, 20000, 300000), rng.integers(0, 20000, 300000))),
                   shape=(20000, 20000)).tocsr()
@@ -457,7 +457,7 @@ if signal.SIGINT not in mask or signal.SIGALRM not in mask or signal.SIGUSR1 not
 
 
 def test_threaded_sweeps_in_a_backend_leave_it_cancellable(wiki_uri, kb):
-    """A PPR sweep's threads inside a server backend (pgrag.sweep): the product
+    """A PPR sweep's threads inside a server backend (pgrag.index.sweep): the product
     is the single one, the threads block the signals PostgreSQL uses, and after
     them the backend still obeys a statement timeout and a cancel, and answers."""
     expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTIONS[0], method="tigrag", k=5)]

@@ -1,4 +1,4 @@
-"""TIGRAG's postings matrix (pgrag.postings): its pool equals the SQL
+"""TIGRAG's postings matrix (pgrag.index.postings): its pool equals the SQL
 ``pgrag_internal.tigrag_pool`` row for row, it follows ingests and deletes by graph
 version, and a query never pairs a graph with postings of another version."""
 
@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from pgrag import postings
 from pgrag.exceptions import PgragError
-from pgrag.postings import ranking_index
+from pgrag.index import cache, postings
+from pgrag.index.cache import ranking_index
 from tests.conftest import seeded_database
 
 database_uri = seeded_database("post")
@@ -151,7 +151,7 @@ def test_a_concurrent_ingest_never_mixes_versions(db, kb):
     writer = threading.Thread(target=write)
     writer.start()
     while not stop.is_set():
-        postings.clear_cache()   # force a read each time, racing the writer
+        cache.clear_cache()   # force a read each time, racing the writer
         graph, index, _ = ranking_index(db, kb.id)
         seen.add(graph.version)
         if index.version != graph.version or index.bm25.shape[1] != graph.nodes:

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pgrag
-from pgrag.graph import load_graph, token_graph
+from pgrag.index.cache import token_graph
+from pgrag.index.graph import load_graph
 from tests.integration.test_ingest import counts, statistics
 
 # Real subprocesses, long ingests and hypothesis sequences: minutes, not seconds.

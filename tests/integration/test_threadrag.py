@@ -88,7 +88,7 @@ def test_rare_terms_are_the_terms_the_token_table_counts_in_few_chunks(kb):
     """A node's rare terms, taken from the ranking index's document
     frequencies, are its tokens whose pgrag.token row has df <= rare_df."""
     from pgrag.methods import threadrag
-    from pgrag.postings import ranking_index
+    from pgrag.index.cache import ranking_index
 
     ctx = kb.context(False)
     with kb.db.transaction() as conn:

@@ -8,8 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from pgrag import graph
 from pgrag.exceptions import PgragError
+from pgrag.index import pagerank
+from pgrag.index.cache import token_graph
+from pgrag.index.graph import load_graph
 from tests.conftest import seeded_database
 
 database_uri = seeded_database("tig")
@@ -31,7 +33,7 @@ def edges_from_table(db, kb):
 
 
 def test_matrix_is_the_edge_table(db, kb):
-    g = graph.load_graph(db, kb.id)
+    g = load_graph(db, kb.id)
     rows = edges_from_table(db, kb)
     assert g.edges == len(rows) > 0
     for a, b, w in rows:
@@ -43,14 +45,14 @@ def test_matrix_is_the_edge_table(db, kb):
 
 
 def test_cache_follows_the_graph_version(db, kb, wiki_docs):
-    first = graph.token_graph(db, kb.id)
-    assert graph.token_graph(db, kb.id) is first          # unchanged: served from the cache
+    first = token_graph(db, kb.id)
+    assert token_graph(db, kb.id) is first          # unchanged: served from the cache
     kb.ingest([{"id": "new", "title": "Zanzibar", "text": "Zanzibar exports cloves and nutmeg."}], progress=False)
-    second = graph.token_graph(db, kb.id)
+    second = token_graph(db, kb.id)
     assert second is not first and second.version > first.version
     assert "zanzibar" in second.index and "zanzibar" not in first.index
     kb.delete(["new"])
-    third = graph.token_graph(db, kb.id)
+    third = token_graph(db, kb.id)
     assert third.version > second.version
     assert third.edges == first.edges
     # a stale cached graph is never served to a query either
@@ -59,7 +61,7 @@ def test_cache_follows_the_graph_version(db, kb, wiki_docs):
 
 
 def test_pool_is_the_shortest_prefix_reaching_the_mass_threshold(db, kb):
-    g = graph.token_graph(db, kb.id)
+    g = token_graph(db, kb.id)
     terms = [t for t in kb.tokenize("Lothair emperor daughter Tours river valley sentence rapper") if t in g.index]
     ids = [int(g.token_ids[g.index[t]]) for t in terms]
     weights = [1 / len(ids)] * len(ids)
@@ -263,12 +265,12 @@ def test_sql_tigrag_matches_python_single_hop(db, kb):
 
 
 def test_sql_ppr_matches_scipy(db, kb):
-    g = graph.token_graph(db, kb.id)
+    g = token_graph(db, kb.id)
     seeds = ["lothair", "daughter", "tours"]
-    pr = graph.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
+    pr = pagerank.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
     rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds + ["notaword"], "damping": 0.5, "top": 20,
                                "tolerance": 1e-6, "max_iterations": 100})
-    assert [r[0] for r in rows] == [g.terms[i] for i in graph.top_nodes(pr.scores, 20)]
+    assert [r[0] for r in rows] == [g.terms[i] for i in pagerank.top_nodes(pr.scores, 20)]
     assert [r[1] for r in rows] == pytest.approx([pr.scores[g.index[t]] for t, _ in rows], abs=1e-9)
 
 
@@ -290,11 +292,11 @@ def test_sql_ppr_matches_scipy_on_the_2wiki_graph(db, bench_2wiki):
             "FROM pgrag.document WHERE corpus_id = %s", (kb.id,))
         conn.execute("SELECT pgrag_internal.index_chunks(%s, (SELECT array_agg(chunk_id) FROM pgrag.chunk "
                      "WHERE corpus_id = %s))", (kb.id, kb.id))
-    g = graph.token_graph(db, kb.id)
+    g = token_graph(db, kb.id)
     assert g.nodes > 30000 and g.edges > 400000
     for seeds in (["lothair", "mother", "die"], ["director", "film", "born", "older"]):
-        pr = graph.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
+        pr = pagerank.personalized_pagerank(g, [g.index[s] for s in seeds], damping=0.5)
         rows = db.fetchall("ppr", {"corpus": kb.name, "seeds": seeds, "damping": 0.5, "top": 50,
                                    "tolerance": 1e-6, "max_iterations": 100})
-        assert [r[0] for r in rows] == [g.terms[i] for i in graph.top_nodes(pr.scores, 50)]
+        assert [r[0] for r in rows] == [g.terms[i] for i in pagerank.top_nodes(pr.scores, 50)]
         assert [r[1] for r in rows] == pytest.approx([pr.scores[g.index[t]] for t, _ in rows], abs=1e-9)

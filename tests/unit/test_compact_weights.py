@@ -1,4 +1,4 @@
-"""float32 edge weights (pgrag.graph.compact_weights): chosen only when exact
+"""float32 edge weights (pgrag.index.graph.compact_weights): chosen only when exact
 and the graph is large, and PPR over them close to PPR over float64 (push
 within rounding of 1e-7 per score, the power iteration equal)."""
 
@@ -9,17 +9,8 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from pgrag.graph import (
-    COMPACT_MIN_ENTRIES,
-    FLOAT32_EXACT,
-    TokenGraph,
-    build_graph,
-    edge_matrix,
-    personalized_pagerank,
-    push_pagerank,
-    top_nodes,
-    widened,
-)
+from pgrag.index.graph import COMPACT_MIN_ENTRIES, FLOAT32_EXACT, TokenGraph, build_graph, edge_matrix, widened
+from pgrag.index.pagerank import personalized_pagerank, push_pagerank, top_nodes
 
 D = 0.5
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pgrag.graph import propagate_energy, reachable
+from pgrag.index.energy import propagate_energy, reachable
 from pgrag.methods.threadrag import Node, ThreadragSettings, build_edges, entity_match, linearise, pathfind
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrag.graph import build_graph, personalized_pagerank, top_nodes
+from pgrag.index.graph import build_graph
+from pgrag.index.pagerank import personalized_pagerank, top_nodes
 
 
 def graph(edges: list[tuple[int, int, float]], n: int):

@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from pgrag.graph import (
-    PUSH_EPSILON_PER_TOLERANCE,
-    TokenGraph,
-    build_graph,
-    personalized_pagerank,
-    push_pagerank,
-    top_nodes,
-)
+from pgrag.index.graph import TokenGraph, build_graph
+from pgrag.index.pagerank import PUSH_EPSILON_PER_TOLERANCE, personalized_pagerank, push_pagerank, top_nodes
 from pgrag.methods.tigrag import PRESETS, TigragSettings, _expand
 from tests.unit.test_ppr import graph_cases
 
@@ -202,7 +196,8 @@ def test_a_round_spread_by_sparse_products_equals_one_gathered_entry_by_entry():
 
     import scipy.sparse as sp
 
-    from pgrag.graph import _push_round, edge_matrix
+    from pgrag.index.graph import edge_matrix
+    from pgrag.index.pagerank import _push_round
 
     n = 300
     base = graph(*random_graph(n, 6000, seed=7), n)              # 40 entries a node: rounds of many entries
@@ -233,7 +228,7 @@ def test_a_node_whose_edges_a_delta_cancelled_is_never_pushed():
 
     import scipy.sparse as sp
 
-    from pgrag.graph import edge_matrix
+    from pgrag.index.graph import edge_matrix
 
     ring = 200
     a = np.array([0, 1, 0, 1] + [5 + i for i in range(ring)])

@@ -1,4 +1,4 @@
-"""pgrag.sweep: a product on several threads over views of the matrix's rows is
+"""pgrag.index.sweep: a product on several threads over views of the matrix's rows is
 the single product to the bit, copies none of the matrix, its threads leave
 signals to the calling thread (a PostgreSQL backend's) and end with the call."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pgrag import sweep
 from pgrag.exceptions import ConfigError
-from pgrag.graph import build_graph
+from pgrag.index import sweep
+from pgrag.index.graph import build_graph
 
 
 def random_csr(n: int, nnz: int, seed: int, rows: int | None = None) -> sp.csr_matrix:
@@ -88,7 +88,7 @@ def test_the_threads_end_with_the_call_and_none_start_outside_one():
 
 
 def test_a_pagerank_on_a_large_graph_leaves_no_thread(monkeypatch):
-    from pgrag.graph import personalized_pagerank, push_pagerank
+    from pgrag.index.pagerank import personalized_pagerank, push_pagerank
 
     monkeypatch.setattr(sweep, "PARALLEL_MIN_ENTRIES", 1000)
     monkeypatch.setattr(sweep, "threads", lambda: 3)

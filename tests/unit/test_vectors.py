@@ -1,4 +1,4 @@
-"""The ranking index's chunk vectors (pgrag.postings.Vectors): lookups across
+"""The ranking index's chunk vectors (pgrag.index.vectors.Vectors): lookups across
 blocks, a delta's new block (nothing copied), and the merge a fold makes."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pgrag import postings
 from pgrag.exceptions import PgragError
-from pgrag.postings import Vectors
+from pgrag.index import delta
+from pgrag.index.vectors import Vectors
 
 
 def rows(ids):
@@ -38,12 +38,13 @@ def test_past_the_block_limit_a_delta_asks_for_a_fold(monkeypatch):
 
     import scipy.sparse as sp
 
-    from pgrag.postings import Postings, _wants_fold
+    from pgrag.index.delta import wants_fold
+    from pgrag.index.postings import Postings
 
-    monkeypatch.setattr(postings, "MAX_VECTOR_BLOCKS", 2)
+    monkeypatch.setattr(delta, "MAX_VECTOR_BLOCKS", 2)
     tf = sp.csc_matrix((3, 2))
     index = Postings(version=1, chunk_ids=np.array([1, 2, 3]), tf=tf, lengths=np.ones(3, dtype=np.int64),
                      documents=np.arange(3), df=np.zeros(2, dtype=np.int64), vectors=Vectors.of(np.array([1, 2, 3]), rows([1, 2, 3])))
-    assert not _wants_fold(index)
+    assert not wants_fold(index)
     more = Vectors.of(np.array([1, 2]), rows([1, 2])).added(np.array([3]), rows([3])).added(np.array([4]), rows([4]))
-    assert _wants_fold(dataclasses.replace(index, vectors=more))
+    assert wants_fold(dataclasses.replace(index, vectors=more))

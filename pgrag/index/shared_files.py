@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import graph_dir_setting
+from ..config import graph_dir_setting
 
 if TYPE_CHECKING:
-    from .context import QueryRunner
+    from ..context import QueryRunner
 
-# A version's arrays by name: what pgrag.postings makes of a graph and its postings.
+# A version's arrays by name: what pgrag.index.cache makes of a graph and its postings.
 Arrays = dict[str, np.ndarray]
 
 GRAPH_ARRAYS = ("token_ids", "terms", "sorted_terms", "order", "degree", "w_data", "w_indices", "w_indptr")

@@ -1,5 +1,5 @@
 """A sparse matrix times a vector on several threads, for the PPR sweeps over
-large graphs (pgrag.graph).
+large graphs (pgrag.index.graph, pgrag.index.pagerank).
 
 A sweep multiplies the whole weight matrix; past a few million stored entries
 it is bound by memory and one core does not saturate it. The rows are cut into
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from .config import sweep_threads
+from ..config import sweep_threads
 
 # Products over matrices of fewer stored entries stay on the calling thread:
 # below this the hand-off (about 0.4 ms on the 2-core machine) costs more than

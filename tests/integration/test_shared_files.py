@@ -1,4 +1,4 @@
-"""One copy per machine of a corpus's graph and postings (pgrag.graph_files):
+"""One copy per machine of a corpus's graph and postings (pgrag.index.shared_files):
 written once per graph version, mapped read-only by later processes (another
 client process, the server's backends), replaced after an ingest, and never
 taken from a folder another OS user could have written."""
@@ -17,8 +17,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from pgrag import graph, graph_files, postings
-from pgrag.postings import ranking_index
+from pgrag.index import cache, delta, graph, shared_files
+from pgrag.index.cache import ranking_index
 from tests.conftest import seeded_database
 
 QUESTION = "When did the mother of Lothair II die?"
@@ -46,12 +46,11 @@ def mapped(array: np.ndarray) -> bool:
 
 def forget() -> None:
     """This process's caches only: the files stay."""
-    graph.clear_cache()
-    postings.clear_cache()
+    cache.clear_cache()
 
 
 def folder(db, kb, version: int) -> Path:
-    return graph_files.root() / f"uid-{os.geteuid()}" / f"{graph_files.corpus_key(db, kb.id)}-v{version}"
+    return shared_files.root() / f"uid-{os.geteuid()}" / f"{shared_files.corpus_key(db, kb.id)}-v{version}"
 
 
 def test_a_version_is_written_once_then_mapped(db, kb):
@@ -92,7 +91,7 @@ def test_float32_weights_are_written_and_mapped_as_float32(db, kb, monkeypatch):
     assert ranking_index(db, kb.id).graph.weights.dtype == np.float64
     monkeypatch.setattr(graph, "COMPACT_MIN_ENTRIES", 0)
     forget()
-    for path in graph_files.root().glob(f"uid-{os.geteuid()}/{graph_files.corpus_key(db, kb.id)}-v*"):
+    for path in shared_files.root().glob(f"uid-{os.geteuid()}/{shared_files.corpus_key(db, kb.id)}-v*"):
         shutil.rmtree(path)
     assert ranking_index(db, kb.id).source == "database"
     forget()
@@ -118,8 +117,8 @@ def test_a_process_maps_an_older_version_and_applies_the_delta(db, kb, monkeypat
     """After a small change a process without a cache maps the newest shared
     version before it and catches up by the delta: the base stays the mapped
     one, and it ranks as a full read does."""
-    monkeypatch.setattr(postings, "DELTA_MAX_SHARE", 0.5)
-    monkeypatch.setattr(postings, "FOLD_SHARE", 1.0)      # no fold: the overlay stays on the mapped base
+    monkeypatch.setattr(delta, "DELTA_MAX_SHARE", 0.5)
+    monkeypatch.setattr(delta, "FOLD_SHARE", 1.0)      # no fold: the overlay stays on the mapped base
     forget()
     base = ranking_index(db, kb.id).graph.version
     kb.ingest([{"id": "w", "title": "Waldrada", "text": "Waldrada was the mistress of Lothair II."}], progress=False)
@@ -142,12 +141,12 @@ def test_another_process_maps_the_same_files(db, kb, database_uri):
     ranking_index(db, kb.id)
     script = textwrap.dedent(f"""
         import json, numpy as np, pgrag
-        from pgrag.postings import ranking_index
+        from pgrag.index.cache import ranking_index
         db = pgrag.connect({database_uri!r})
         kb = db.corpus("files", create=False)
         index = ranking_index(db, kb.id)
         hits = kb.retrieve({QUESTION!r}, method="tigrag", k=5)
-        from tests.integration.test_graph_files import mapped
+        from tests.integration.test_shared_files import mapped
         print(json.dumps({{"source": index.source, "mapped": mapped(index.graph.weights.data),
                           "hits": [[h.provenance.chunk_id, h.score] for h in hits]}}))
     """)
@@ -165,7 +164,7 @@ def test_a_folder_others_can_write_is_not_trusted(db, kb):
     path.chmod(0o777)
     try:
         forget()
-        assert graph_files.load(db, kb.id, version) is None
+        assert shared_files.load(db, kb.id, version) is None
         assert ranking_index(db, kb.id).source == "database"
     finally:
         path.chmod(0o755)
