@@ -18,12 +18,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .config import DEFAULT_SPACY_MODEL
+from .exceptions import PgragError
 from .results import Hit, Proposition, Trace
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .embed import Embedder
+    from .filters import Scope
+    from .index.cache import RankingIndex
     from .llm import LLM
 
 
@@ -114,6 +117,8 @@ class Context:
     # Why ``llm`` is None, for the trace of a method that falls back without one.
     llm_note: str = "no LLM configured (PGRAG_LLM_BASE_URL / PGRAG_LLM_MODEL, or llm=...): retrieval-only fallback"
     _embedder: "Embedder | None" = field(default=None, repr=False)
+    # The documents a metadata filter allows (pgrag.filters); None: every document.
+    scope: "Scope | None" = None
 
     @property
     def id(self) -> int:
@@ -133,6 +138,16 @@ class Context:
         return corpus_embedder(self.info)
 
     # -- what every method does --------------------------------------------------
+
+    def ranking_index(self) -> "RankingIndex":
+        """The corpus's cached token graph and postings (pgrag.index.cache), with
+        only the chunks of the filter's documents findable when there is a filter."""
+        from .index.cache import ranking_index
+
+        index = ranking_index(self.db, self.id)
+        if self.scope is None:
+            return index
+        return index._replace(postings=index.postings.within(self.scope.documents))
 
     def encode(self, texts: Sequence[str], trace: Trace | None = None) -> list[Any]:
         """Embeddings of ``texts`` in one batch, timed as the trace's "embed" stage."""
@@ -192,7 +207,12 @@ class Context:
     def hits_from_rows(self, rows: Sequence[tuple]) -> list[Hit]:
         """Hits from rows of the named queries ``hits`` and ``dense_hits``
         (``Hit.from_row``: pgrag.hit's columns, then the span's sentences)."""
-        return [Hit.from_row(r) for r in rows]
+        out = [Hit.from_row(r) for r in rows]
+        outside = [h.provenance.document_id for h in out
+                   if self.scope is not None and not self.scope.allows(h.provenance.document_id)]
+        if outside:   # a method that let a filtered-out document through is a bug, never a result
+            raise PgragError(f"internal error: hits from documents {outside[:5]} outside the filter")
+        return out
 
     @contextlib.contextmanager
     def charged(self, trace: Trace) -> Iterator[None]:

@@ -26,9 +26,14 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .exceptions import InputError
+
+if TYPE_CHECKING:
+    from .context import QueryRunner
 
 EXTERNAL_ID = "$external_id"
 _COMPARE = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -162,3 +167,21 @@ def _joined(parts: list[str], op: str) -> str:
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The documents of one corpus that a filter allows, for one retrieval."""
+
+    filter: Filter
+    documents: np.ndarray    # document ids, ascending
+
+    def allows(self, document_id: int) -> bool:
+        at = int(np.searchsorted(self.documents, document_id))
+        return at < len(self.documents) and int(self.documents[at]) == document_id
+
+
+def scope(db: "QueryRunner", corpus_id: int, checked: Filter) -> Scope:
+    """The documents of the corpus that the filter allows."""
+    rows = db.fetchall("filter_documents", {"corpus_id": corpus_id, "path": checked.path})
+    return Scope(filter=checked, documents=np.fromiter((r[0] for r in rows), np.int64, len(rows)))

@@ -919,3 +919,16 @@ WHERE corpus_id = %(corpus_id)s AND document_id = ANY (%(document_ids)s::bigint[
 SELECT c.chunk_id, d.title FROM pgrag.chunk c
 JOIN pgrag.document d ON d.corpus_id = c.corpus_id AND d.document_id = c.document_id
 WHERE c.corpus_id = %(corpus_id)s AND c.chunk_id = ANY (%(chunk_ids)s::bigint[]);
+
+-- name: retrieve_hits
+-- pgrag.retrieve as the framework retrievers call it (pgrag/integrations), over the
+-- application's own connection: the method runs inside the server.
+SELECT * FROM pgrag.retrieve(%(corpus)s, %(question)s, %(method)s, %(k)s, %(options)s::jsonb);
+
+-- name: filter_documents
+-- The documents a metadata filter allows (pgrag.filters): the path predicate is a
+-- bound parameter over the expression document_filter_idx covers.
+SELECT document_id FROM pgrag.document
+WHERE corpus_id = %(corpus_id)s
+  AND pgrag_internal.filterable(metadata, external_id) @@ %(path)s::jsonpath
+ORDER BY document_id;

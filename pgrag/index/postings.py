@@ -16,6 +16,7 @@ TIGRAG's rerank and ThreadRAG's BM25 ranking need no query over the pool.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -66,6 +67,31 @@ class Postings:
     vectors: Vectors
     extra: sp.csc_matrix | None = None    # rows × nodes: the postings of rows added since the base
     live: np.ndarray | None = None        # bool per row (None: every row)
+    # bool per row: the rows a metadata filter allows (None: every row). Unlike
+    # ``live`` it leaves BM25's statistics alone: a filter chooses what may be
+    # found, not how the corpus weighs a term.
+    scope: np.ndarray | None = None
+
+    def within(self, documents: np.ndarray) -> "Postings":
+        """These postings with only the chunks of ``documents`` findable."""
+        return dataclasses.replace(self, scope=np.isin(self.documents, np.asarray(documents, dtype=np.int64)))
+
+    @property
+    def findable(self) -> np.ndarray | None:
+        """bool per row: live and in scope (None: every row)."""
+        if self.scope is None:
+            return self.live
+        return self.scope if self.live is None else self.live & self.scope
+
+    def held(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """bool per chunk id: a findable row of these postings."""
+        ids = np.asarray(chunk_ids, dtype=np.int64)
+        if not len(self.chunk_ids):
+            return np.zeros(len(ids), dtype=bool)
+        rows = np.minimum(np.searchsorted(self.chunk_ids, ids), len(self.chunk_ids) - 1)
+        found = self.chunk_ids[rows] == ids
+        findable = self.findable
+        return found & findable[rows] if findable is not None else found
 
     @property
     def nbytes(self) -> int:
@@ -102,8 +128,9 @@ class Postings:
         sub = self.tf[:, cols]
         if self.extra is not None:
             sub = (sub + self.extra[:, cols]).tocsc()
-        if self.live is not None:
-            dead = ~self.live[sub.indices]
+        findable = self.findable
+        if findable is not None:
+            dead = ~findable[sub.indices]
             if dead.any():
                 sub = sp.csc_matrix((np.where(dead, 0.0, sub.data), sub.indices, sub.indptr), shape=sub.shape)
                 sub.eliminate_zeros()
@@ -193,9 +220,8 @@ class Postings:
         queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
         ids = np.concatenate([b[0] for b in self.vectors.blocks])
         scores = np.concatenate([products(rows, queries) for _, rows in self.vectors.blocks])
-        if self.live is not None:
-            at = np.minimum(np.searchsorted(self.chunk_ids, ids), len(self.chunk_ids) - 1)
-            scores[~((self.chunk_ids[at] == ids) & self.live[at])] = -np.inf
+        if self.findable is not None:
+            scores[~self.held(ids)] = -np.inf
         out = []
         for column in scores.T:
             top = np.flatnonzero(np.isfinite(column))

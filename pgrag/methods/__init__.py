@@ -20,6 +20,7 @@ from .spec import MethodSpec, Run
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..filters import Filter
     from ..results import Hits
 
 __all__ = ["MAIN", "MethodSpec", "Run", "families_for", "get", "names", "needs_triples", "register", "registry",
@@ -132,9 +133,34 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError("k must be an integer of at least 1")
     spec = get(name)
-    settings = spec.configure(options or {})
+    options = dict(options or {})
+    wanted = options.pop("filter", None)
+    settings = spec.configure(options)
+    checked = _checked_filter(spec, wanted) if wanted is not None else None
     if spec.family is not None:
         from ..families import require
 
         require(ctx, spec.family)
-    return spec.run(ctx, question, k, settings)
+    if checked is not None:
+        import dataclasses
+
+        from ..filters import scope
+
+        ctx = dataclasses.replace(ctx, scope=scope(ctx.db, ctx.id, checked))
+    hits = spec.run(ctx, question, k, settings)
+    if ctx.scope is not None:
+        hits.trace.steps.insert(0, {"step": "filter", "filter": dict(ctx.scope.filter.spec),
+                                    "documents": len(ctx.scope.documents)})
+    return hits
+
+
+def _checked_filter(spec: MethodSpec, wanted: Any) -> "Filter | None":
+    """The metadata filter ``wanted``, checked (None for an empty one); an error
+    for a method that cannot keep to one."""
+    from ..filters import compile_filter
+
+    checked = compile_filter(wanted)
+    if checked is not None and not spec.filters:
+        takes = ", ".join(n for n, s in registry().items() if s.filters)
+        raise InputError(f"method {spec.name!r} does not take a filter yet; these do: {takes}")
+    return checked

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..index.cache import ranking_index
 from ..index.postings import B, K1
 from ..results import Hits, Trace
 from .spec import MethodSpec
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 def ranking(ctx: "Context", question: str, depth: int) -> tuple[list[int], list[float], list[str]]:
     """The question's best ``depth`` chunk ids with their BM25 scores, and its terms."""
     terms = ctx.tokenize(question)
-    index = ranking_index(ctx.db, ctx.id)
+    index = ctx.ranking_index()
     ids, scores = index.postings.bm25_ranking([index.graph.index[t] for t in terms if t in index.graph.index],
                                               depth)
     return ids, scores, terms
@@ -36,4 +35,4 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     return Hits(ctx.hits(ids, scores, None, trace), trace)
 
 
-SPEC = MethodSpec(name="bm25", run=run)
+SPEC = MethodSpec(name="bm25", run=run, filters=True)

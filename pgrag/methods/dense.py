@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..index.cache import ranking_index
+from ..exceptions import InputError
 from ..results import Hits, Trace
 from .spec import MethodSpec
 
@@ -21,8 +21,10 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     trace = Trace(method="dense", query=question)
     vector = ctx.encode([question], trace)[0]
     t0 = time.perf_counter()
-    nearest = ranking_index(ctx.db, ctx.id).postings.nearest([vector], k)
+    nearest = ctx.ranking_index().postings.nearest([vector], k)
     if nearest is None:
+        if ctx.scope is not None:
+            raise InputError(UNFILTERED_HNSW)
         rows = ctx.db.fetchall("dense_hits", {"corpus": ctx.name, "embedding": vector, "k": k})
         trace.time("search", t0)
         trace.step("dense", model=ctx.info.embedding_model, k=k, search="hnsw", candidates=len(rows))
@@ -33,4 +35,9 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     return Hits(ctx.hits(ids, scores, None, trace), trace)
 
 
-SPEC = MethodSpec(name="dense", run=run)
+# pgrag.dense's HNSW scan has no filter yet: past EXACT_SEARCH_MAX_VECTORS
+# chunks a filtered dense search is refused rather than run unfiltered.
+UNFILTERED_HNSW = ("a filter on a corpus of more than 100,000 chunks is not supported yet by dense "
+                   "(its HNSW search has no filter)")
+
+SPEC = MethodSpec(name="dense", run=run, filters=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..index.cache import ranking_index
+from ..exceptions import InputError
 from ..results import Hits, Trace
 from .spec import MethodSpec
 from .bm25 import ranking as bm25_ranking
@@ -37,7 +37,10 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     t0 = time.perf_counter()
     depth = max(DEPTH, k)
     lexical, _, _ = bm25_ranking(ctx, question, depth)
-    nearest = ranking_index(ctx.db, ctx.id).postings.nearest([vector], depth)
+    nearest = ctx.ranking_index().postings.nearest([vector], depth)
+    if nearest is None and ctx.scope is not None:
+        raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by hybrid "
+                         "(its HNSW search has no filter)")
     dense = nearest[0][0] if nearest is not None else [chunk_id for _, chunk_id, _ in ctx.db.fetchall(
         "dense_many", {"corpus": ctx.name, "embeddings": [vector], "k": depth})]
     fused = fuse([lexical, dense])[: max(k, 0)]
@@ -46,4 +49,4 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     return Hits(ctx.hits([c for c, _ in fused], [s for _, s in fused], None, trace), trace)
 
 
-SPEC = MethodSpec(name="hybrid", run=run)
+SPEC = MethodSpec(name="hybrid", run=run, filters=True)

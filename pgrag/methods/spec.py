@@ -27,6 +27,7 @@ class MethodSpec:
     takes_llm: bool = False         # uses ``ctx.llm`` when there is one
     answers: bool = False           # returns an answer (``Hits.answer``), not only hits
     family: str | None = None       # stored data it needs that a corpus keeps only when asked (pgrag.families)
+    filters: bool = False           # finds only inside ``ctx.scope``, a metadata filter's documents
 
     def options(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.settings)] if self.settings is not None else []

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import nlp
-from ..index.cache import ranking_index
 from ..index.graph import TokenGraph
 from ..index.pagerank import personalized_pagerank, push_pagerank, top_nodes
 from ..index.postings import Postings
@@ -143,7 +142,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
     t0 = time.perf_counter()
-    graph, postings, source = ranking_index(ctx.db, ctx.id)
+    graph, postings, source = ctx.ranking_index()
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
                postings=postings.entries, source=source)
@@ -157,7 +156,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     linked: list[int] = []
     if settings.link_titles and titles is not None:
         t_link = time.perf_counter()
-        links = titles.link(question)
+        links = _findable(postings, titles.link(question))
         linked = _linked_chunks(postings, links)
         trace.time("titles", t_link)
         trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
@@ -190,7 +189,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         linked = []
         if settings.link_entities and titles is not None:
             t_link = time.perf_counter()
-            links = titles.named(new)
+            links = _findable(postings, titles.named(new))
             linked = _linked_chunks(postings, links)
             trace.time("titles", t_link)
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
@@ -203,6 +202,8 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
+    if ctx.scope is not None and len(final) < k:
+        final += _backfill(postings, question_vector, final, k, trace)
     final = final[:k]
     hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
                     [_details(s, settings) for s in final], trace)
@@ -295,17 +296,33 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
     return ranked
 
 
+def _backfill(postings: Postings, question_vector: np.ndarray, ranked: list[_Scored], k: int,
+              trace: Trace) -> list[_Scored]:
+    """Under a selective filter the hops may pool fewer than k chunks: the
+    question's nearest chunks inside the filter follow them (hop 0), below
+    every pooled chunk, so that k documents matching give k hits."""
+    nearest = postings.nearest([question_vector], k + len(ranked))
+    held = {s.chunk_id for s in ranked}
+    floor = min((s.score for s in ranked), default=0.0)
+    extra = [(c, cos) for c, cos in zip(*nearest[0]) if c not in held][: k - len(ranked)] if nearest else []
+    trace.step("backfill", reason="filter", chunks=[c for c, _ in extra])
+    return [_Scored(chunk_id=c, rho=0.0, cosine=cos, score=floor - 1.0 - i, hop=0)
+            for i, (c, cos) in enumerate(extra)]
+
+
+def _findable(postings: Postings, links: list[Link]) -> list[Link]:
+    """The links with a chunk these postings can find (a filter may exclude a
+    linked document: it is then neither a link nor in the trace)."""
+    return [link for link in links if postings.held(np.asarray(link.chunk_ids, dtype=np.int64)).any()]
+
+
 def _linked_chunks(postings: Postings, links: list[Link]) -> list[int]:
     """The chunks of the linked documents that the ranking index holds, in link order."""
     wanted = list(dict.fromkeys(c for link in links for c in link.chunk_ids))
     if not wanted:
         return []
     ids = np.asarray(wanted, dtype=np.int64)
-    rows = np.minimum(np.searchsorted(postings.chunk_ids, ids), len(postings.chunk_ids) - 1)
-    held = postings.chunk_ids[rows] == ids
-    if postings.live is not None:
-        held &= postings.live[rows]
-    return [int(c) for c in ids[held]]
+    return [int(c) for c in ids[postings.held(ids)]]
 
 
 def _rerank(ctx: "Context", graph: TokenGraph, postings: Postings, question: str, question_vector: np.ndarray,
@@ -360,5 +377,5 @@ def _entities(ctx: "Context", chunk_ids: list[int], settings: TigragSettings, tr
     return list(dict.fromkeys(e for e in out if e))
 
 
-SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings)
+SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings, filters=True)
          for name, settings in PRESETS.items()]

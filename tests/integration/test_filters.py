@@ -1,0 +1,130 @@
+"""Metadata filters in the methods (docs/filters.md): a method finds only inside
+the filter's documents, its trace names nothing outside them, it still returns
+k hits where k chunks match, and SQL, Python and MCP agree."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from pgrag import methods
+from pgrag.exceptions import InputError
+from tests.conftest import WIKI, seeded_database
+
+KINDS = {"lothair": ("royal", 855), "ermengarde": ("royal", 821), "minaj": ("music", 1982),
+         "changed": ("music", 2017), "long": ("filler", None)}
+DOCS = [{**d, "metadata": {"kind": KINDS[d["id"]][0], **({"year": KINDS[d["id"]][1]} if KINDS[d["id"]][1] else {})}}
+        for d in WIKI]
+FILTERED = sorted(n for n, s in methods.registry().items() if s.filters)
+QUESTION = "When did Lothair II's mother die?"
+# words in every document, so that bm25 too has something to find under each filter
+BROAD = "When did Lothair II's mother die, where was the rapper born, which singles, which river valley?"
+
+database_uri = seeded_database("filtered", docs=DOCS)
+
+
+@pytest.fixture
+def kb(db):
+    return db.corpus("filtered")
+
+
+def allowed(spec: dict) -> set[str]:
+    """The external ids a filter keeps, from the test's own table."""
+    keep = {"kind": lambda kind, year, v: kind == v}
+    if spec == {"kind": "music"}:
+        return {i for i, (kind, _) in KINDS.items() if keep["kind"](kind, None, "music")}
+    if spec == {"year": {"$lt": 1000}}:
+        return {i for i, (_, year) in KINDS.items() if year is not None and year < 1000}
+    if spec == {"$external_id": {"$in": ["long", "minaj"]}}:
+        return {"long", "minaj"}
+    raise AssertionError(spec)
+
+
+def chunk_documents(db, kb) -> dict[int, str]:
+    with db.transaction() as conn:
+        return dict(conn.execute("SELECT c.chunk_id, d.external_id FROM pgrag.chunk c JOIN pgrag.document d "
+                                 "USING (corpus_id, document_id) WHERE c.corpus_id = %s", (kb.id,)).fetchall())
+
+
+def traced_chunks(trace) -> set[int]:
+    """Every chunk id a step of the trace names (pool tops, hop sources, links, backfill)."""
+    out: set[int] = set()
+    for step in trace.steps:
+        for key in ("top", "from_chunks", "chunks"):
+            out.update(int(c) for c in step.get(key) or ())
+    return out
+
+
+SPECS = [{"kind": "music"}, {"year": {"$lt": 1000}}, {"$external_id": {"$in": ["long", "minaj"]}}]
+
+
+@pytest.mark.parametrize("method", FILTERED)
+@pytest.mark.parametrize("spec", SPECS, ids=["kind", "year", "external_id"])
+def test_a_method_finds_only_inside_the_filter_and_its_trace_says_so(db, kb, method, spec):
+    owners = chunk_documents(db, kb)
+    keep = allowed(spec)
+    hits = kb.retrieve(BROAD, method=method, k=5, filter=spec)
+    assert hits and {h.provenance.external_id for h in hits} <= keep
+    named = traced_chunks(hits.trace)
+    assert {owners[c] for c in named} <= keep, [s for s in hits.trace.steps if s.get("step") != "settings"]
+    assert hits.trace.steps[0] == {"step": "filter", "filter": spec,
+                                   "documents": len(keep)}
+    if method.startswith("tigrag"):
+        titles = {t for s in hits.trace.steps if s["step"] == "titles" for t in s["linked"]}
+        assert titles <= {d["title"] for d in DOCS if d["id"] in keep}
+
+
+@pytest.mark.parametrize("method", ["dense", "tigrag"])
+def test_dense_and_tigrag_return_k_hits_wherever_k_chunks_match(db, kb, method):
+    owners = chunk_documents(db, kb)
+    inside = sum(1 for ext in owners.values() if ext in {"minaj", "changed"})
+    for k in (1, inside, inside + 3):
+        hits = kb.retrieve(QUESTION, method=method, k=k, filter={"kind": "music"})
+        assert len(hits) == min(k, inside)
+
+
+def test_without_a_filter_the_graph_reaches_the_mother(kb):
+    """The filter tests' question finds Ermengarde unfiltered, so excluding her is the filter's doing."""
+    hits = kb.retrieve(QUESTION, method="tigrag", k=5)
+    assert "ermengarde" in {h.provenance.external_id for h in hits}
+
+
+@pytest.mark.parametrize("method", ["bm25", "tigrag"])
+def test_sql_and_python_agree_on_a_filtered_retrieval(database_uri, kb, method):
+    spec = {"kind": {"$in": ["music", "filler"]}}
+    python = [(h.provenance.chunk_id, round(h.score, 9)) for h in kb.retrieve(BROAD, method=method, k=4,
+                                                                                 filter=spec)]
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        rows = conn.execute("SELECT chunk_id, score FROM pgrag.retrieve('filtered', %s, %s, 4, %s)",
+                            (BROAD, method, Jsonb({"filter": spec}))).fetchall()
+    assert [(c, round(s, 9)) for c, s in rows] == python and python
+
+
+def test_a_bad_filter_is_a_clear_error_from_sql(database_uri):
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute("SELECT * FROM pgrag.retrieve('filtered', 'q', 'dense', 5, %s)",
+                         (Jsonb({"filter": {"year": {"$between": [1, 2]}}}),))
+    assert caught.value.sqlstate == "PR005"
+    assert "unknown filter operator '$between' on 'year'" in str(caught.value)
+
+
+def test_a_method_without_filters_refuses_one(kb):
+    with pytest.raises(InputError, match="does not take a filter yet; these do: .*tigrag"):
+        kb.retrieve(QUESTION, method="threadrag", k=5, filter={"kind": "music"})
+
+
+def test_a_filter_that_matches_nothing_gives_no_hits(kb):
+    hits = kb.retrieve(QUESTION, method="tigrag", k=5, filter={"kind": "none of these"})
+    assert list(hits) == [] and hits.trace.steps[0]["documents"] == 0
+
+
+def test_the_filter_is_data(kb):
+    """A key or value that looks like SQL or a path operator is matched literally."""
+    hostile = {"kind') OR true --": "x", "kind": {"$in": ["music\" || true || \"", "x'; DROP TABLE pgrag.chunk; --"]}}
+    assert list(kb.retrieve(QUESTION, method="bm25", k=5, filter=hostile)) == []
+    assert json.dumps(hostile)   # still a plain JSON document
+    assert kb.retrieve(QUESTION, method="bm25", k=5)   # and the corpus is whole
