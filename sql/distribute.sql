@@ -12,6 +12,12 @@
 --
 -- Run inside migrations' transaction too: the search_path is set per function,
 -- never for the session.
+--
+-- Not one of the upgrade's numbered files: applied only on Citus, by
+-- pgrag.distribute (`pgrag db distribute`, and before the migrations of an
+-- upgrade of a distributed database).
+--
+-- Implementation: shared (SQL only exists for this; no Python alternative).
 
 -- Convert what is not converted yet (idempotent) and return the layout.
 --
