@@ -3,7 +3,8 @@
 ``upgrade`` runs the Alembic migrations (``migrations/``), then re-applies the
 SQL files ``sql/NN_topic.sql`` in the order of their names (``upgrade_files``):
 the functions by topic, the in-server runtime (step 80: PL/Python where the
-server has it, else stand-ins that say what to do) and its SQL entry points.
+server has it, else stand-ins that say what to do), its SQL entry points, and
+last the catalogue's descriptions of schema pgrag (``sql/95_comments.sql``).
 A role that cannot migrate gets ``check_schema`` instead: a clear
 ``SchemaOutdated`` unless the schema is already at head.
 """

@@ -143,3 +143,21 @@ AS $$
     WHERE p.partmethod = 'h'
     ORDER BY 1
 $$;
+
+-- The catalogue's descriptions (as sql/95_comments.sql gives the rest of schema
+-- pgrag): these functions exist only on Citus.
+COMMENT ON FUNCTION pgrag.distribute(integer) IS
+'convert pgrag''s tables to Citus reference and distributed tables (idempotent) and return the layout
+pgrag.corpus and pgrag.corpus_acl become reference tables; every other table with a corpus_id is distributed by it, co-located with pgrag.document. Runs in the caller''s transaction.
+Arguments: p_shard_count (shards of each distributed table; NULL, the default, is Citus''s citus.shard_count).
+Errors: Citus''s and PostgreSQL''s (the citus extension must be installed).';
+COMMENT ON FUNCTION pgrag.distribution() IS
+'how each pgrag table is laid out on Citus
+One row a table: reference, distributed by a column, Citus local or local (coordinator), its colocation group and its shard count.
+Arguments: none.
+Errors: none.';
+COMMENT ON FUNCTION pgrag.corpus_placement(text) IS
+'where a corpus lives on Citus: the worker holding its shard group
+One row a distributed table: the shard holding the corpus and its node.
+Arguments: corpus (name).
+Errors: none (no rows for an unknown corpus).';
