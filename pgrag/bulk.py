@@ -2,8 +2,9 @@
 
 Ingest writes sentences, chunks, entities, semantic nodes and name vectors in bulk. A client
 process streams them with COPY (binary); inside the server (``pgrag.spi``) there
-is no COPY, so the same rows go in as one array per column through the named
-``bulk_<table>`` query. Both statements live in ``sql/queries.sql``. A semantic
+is no COPY, so the same rows go in as one array per column through an
+``INSERT ... SELECT * FROM unnest(...)``. Both statements are built here from one
+column list per table (``TABLES``), so a table's columns are written once. A semantic
 node's row also stores its terms, ``pgrag.tokenize`` of its text: the INSERT applies
 the function itself; COPY cannot, so a client asks the server for them first.
 
@@ -17,13 +18,16 @@ so no caller asks which kind it holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from .queries import query
 
-# Column names and COPY binary types, in the order of each table's rows.
+# Column names and COPY binary types, in the order of each table's rows: the one
+# list both bulk statements of a table are built from. Names come from this code
+# only, never from input.
 TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "sentence": (("corpus_id", "int8"), ("document_id", "int8"), ("ordinal", "int4"), ("text", "text"),
                  ("char_start", "int4"), ("char_end", "int4")),
@@ -40,6 +44,39 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+# A column the server computes from the row rather than the caller sending it:
+# its name, its COPY binary type (a client asks the server for the values first,
+# _with_terms) and the INSERT's expression over the unnested row x.
+DERIVED: dict[str, tuple[str, str, str]] = {
+    "semantic_node": ("terms", "text[]", "pgrag.tokenize(x.text)"),
+}
+
+# The SQL spelling of the COPY types, as arrays in the INSERT (int8[] is bigint[]).
+_SQL_TYPES = {"int8": "bigint", "int4": "integer"}
+
+
+@cache
+def copy_statement(table: str) -> str:
+    """A client's bulk write of ``pgrag.<table>``: one binary COPY."""
+    columns = [name for name, _ in TABLES[table]]
+    if table in DERIVED:
+        columns.append(DERIVED[table][0])
+    return f"COPY pgrag.{table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+
+
+@cache
+def insert_statement(table: str) -> str:
+    """The server's bulk write of ``pgrag.<table>`` (SPI has no COPY): one bound
+    array a column, unnested into rows."""
+    names = [name for name, _ in TABLES[table]]
+    arrays = ", ".join(f"%({name})s::{_SQL_TYPES.get(kind, kind)}[]" for name, kind in TABLES[table])
+    if table not in DERIVED:
+        return f"INSERT INTO pgrag.{table} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+    column, _kind, expression = DERIVED[table]
+    return (f"INSERT INTO pgrag.{table} ({', '.join(names + [column])}) SELECT x.*, {expression} "
+            f"FROM unnest({arrays}) AS x({', '.join(names)})")
+
+
 def write(conn: Any, table: str, rows: Sequence[Sequence[Any]]) -> int:
     """Insert ``rows`` (tuples in ``TABLES[table]`` order) into ``pgrag.<table>``
     through the transaction's connection (``pgrag.context.Connection``)."""
@@ -53,8 +90,8 @@ def copy_rows(conn: Any, table: str, rows: Sequence[Sequence[Any]]) -> None:
     """A psycopg connection's ``write_rows``: one binary COPY."""
     types = [t for _, t in TABLES[table]]
     if table == "semantic_node":
-        rows, types = _with_terms(conn, rows), types + ["text[]"]
-    with conn.cursor() as cur, cur.copy(query(f"copy_{table}")) as copy:
+        rows, types = _with_terms(conn, rows), types + [DERIVED[table][1]]
+    with conn.cursor() as cur, cur.copy(copy_statement(table)) as copy:
         copy.set_types(types)
         for row in rows:
             copy.write_row(row)
@@ -62,9 +99,9 @@ def copy_rows(conn: Any, table: str, rows: Sequence[Sequence[Any]]) -> None:
 
 def insert_rows(conn: Any, table: str, rows: Sequence[Sequence[Any]]) -> None:
     """An SPI connection's ``write_rows``: no COPY inside the server, so one array a
-    column through the ``bulk_<table>`` INSERT ... unnest."""
+    column through ``insert_statement``'s INSERT ... unnest."""
     arrays = [list(col) for col in zip(*rows)]
-    conn.execute(query(f"bulk_{table}"), {name: values for (name, _), values in zip(TABLES[table], arrays)})
+    conn.execute(insert_statement(table), {name: values for (name, _), values in zip(TABLES[table], arrays)})
 
 
 def _with_terms(conn: Any, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:

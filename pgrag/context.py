@@ -1,7 +1,7 @@
 """What a retrieval method may use: a narrow context, the same in both homes.
 
 A method receives a ``Context``, never the ``Corpus`` façade: a database that
-runs the named queries of ``sql/queries.sql`` (psycopg in a client process, SPI
+runs the named queries of ``sql/queries_*.sql`` (psycopg in a client process, SPI
 inside the server), the corpus's facts, its embedding model, the spaCy model and
 the LLM (or why there is none). Everything a method needs beyond those is a
 named query, so the same method code runs in ``kb.retrieve`` and in SQL's

@@ -62,7 +62,7 @@ class Database:
         return self.connector.session()
 
     def fetchall(self, name: str, params: dict[str, Any] | None = None) -> list[tuple]:
-        """The rows of one named statement (``sql/queries.sql``), run on its own."""
+        """The rows of one named statement (``sql/queries_*.sql``), run on its own."""
         return self.connector.fetchall(name, params)
 
     def fetchone(self, name: str, params: dict[str, Any] | None = None) -> tuple | None:

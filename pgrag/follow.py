@@ -1,6 +1,6 @@
 """Corpora that follow an application's own table (README "Following an application table").
 
-``pgrag.attach`` (sql/follow.sql) puts row triggers on the table; they append the
+``pgrag.attach`` (sql/70_follow.sql) puts row triggers on the table; they append the
 key of every changed row to ``pgrag.follow_queue`` in the application's own
 transaction. Processing brings the corpus up to date from the table's *current*
 rows, so any number of items for one key collapse into one write:

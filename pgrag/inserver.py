@@ -1,7 +1,7 @@
 """pgrag's Python inside PostgreSQL: what SQL's ``pgrag_internal._py(call, args)`` runs.
 
 The SQL entry points (``pgrag.retrieve``, ``pgrag.embed``, ``pgrag.ppr``,
-``pgrag.index``; ``sql/inserver.sql``) are thin SQL wrappers around one PL/Python
+``pgrag.index``; ``sql/90_inserver.sql``) are thin SQL wrappers around one PL/Python
 function, ``pgrag_internal._py``, which imports this module once per backend and calls
 ``call()``. Everything below builds a ``pgrag.context.Context`` over SPI
 (``pgrag.spi.SpiDatabase``) and hands it to the same code a client process runs:

@@ -1,8 +1,10 @@
 """The schema: migrations to head, the SQL functions, and the in-server runtime.
 
 ``upgrade`` runs the Alembic migrations (``migrations/``), then re-applies the
-SQL function files (``sql/functions.sql``, ``sql/follow.sql``) and the in-server
-runtime (PL/Python where the server has it, else stand-ins that say what to do).
+SQL files ``sql/NN_topic.sql`` in the order of their names (``upgrade_files``):
+the functions by topic, the in-server runtime (step 80: PL/Python where the
+server has it, else stand-ins that say what to do), its SQL entry points, and
+last the catalogue's descriptions of schema pgrag (``sql/95_comments.sql``).
 A role that cannot migrate gets ``check_schema`` instead: a clear
 ``SchemaOutdated`` unless the schema is already at head.
 """
@@ -24,6 +26,9 @@ from .resources import resource_dir, sql_file
 
 MIN_SERVER_VERSION = 170000  # pg_c_utf8 collation (token pipeline) needs PostgreSQL 17
 MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
+# Step 80 of the upgrade files has two alternatives; _install_runtime picks one.
+RUNTIME_PLPYTHON = "80_runtime_plpython.sql"
+RUNTIME_MISSING = "80_runtime_missing.sql"
 
 
 def check_server(db: Connector) -> None:
@@ -47,6 +52,14 @@ def _alembic() -> Config:
     return cfg
 
 
+def upgrade_files() -> list[str]:
+    """The SQL files re-applied after the migrations, in the order they run: every
+    ``sql/NN_topic.sql``, by name. (The other files of sql/ are never applied by
+    an upgrade: ``queries_*.sql`` are named statements, ``distribute.sql`` is
+    ``pgrag db distribute``'s, ``schema.sql`` a listing for review.)"""
+    return sorted(p.name for p in resource_dir("sql").glob("[0-9][0-9]_*.sql"))
+
+
 def upgrade(db: Connector) -> None:
     """Bring the schema to head (idempotent; safe to run concurrently), then
     re-apply the SQL function definitions."""
@@ -63,9 +76,11 @@ def upgrade(db: Connector) -> None:
             citus.prepare(raw)
         cfg.attributes["connection"] = sa_conn
         command.upgrade(cfg, "head")
-        sqlscript.run(raw, sql_file("functions.sql"))  # no parameters: % stays literal
-        sqlscript.run(raw, sql_file("follow.sql"))
-        _install_runtime(raw)
+        for name in upgrade_files():
+            if name == RUNTIME_PLPYTHON:
+                _install_runtime(raw)
+            elif name != RUNTIME_MISSING:
+                sqlscript.run(raw, sql_file(name))  # no parameters: % stays literal
         if distributed:
             citus.after_upgrade(raw)
     db.reset()
@@ -73,7 +88,7 @@ def upgrade(db: Connector) -> None:
 
 def runtime(db: Connector) -> tuple[str | None, list[str]]:
     """The in-server runtime's language ('plpython3u', or None where the server has
-    none) and the paths its pgrag is imported from (see sql/runtime_plpython.sql)."""
+    none) and the paths its pgrag is imported from (see sql/80_runtime_plpython.sql)."""
     language, path = db.fetch_row("runtime_facts")
     return language, list(path or [])
 
@@ -116,19 +131,18 @@ def surface(db: Connector) -> str:
 
 
 def _install_runtime(conn: Any) -> None:
-    """The in-server runtime (PL/Python) where the server has it and this role may
-    create it, else the stand-ins that say what to do; then the SQL entry points."""
+    """Step 80 of the upgrade: the in-server runtime (PL/Python) where the server
+    has it and this role may create it, else the stand-ins that say what to do."""
     from .config import server_python_path
 
     installed = False
     if conn.execute(query("has_plpython")).fetchone() == (True,):
         try:
             with conn.transaction():   # a savepoint: a refusal leaves the rest of the upgrade intact
-                sqlscript.run(conn, sql_file("runtime_plpython.sql"))
+                sqlscript.run(conn, sql_file(RUNTIME_PLPYTHON))
                 conn.execute(query("record_python_path"), {"paths": server_python_path()})
             installed = True
         except psycopg.errors.InsufficientPrivilege:
             installed = False   # plpython3u is untrusted: only a superuser creates its functions
     if not installed:
-        sqlscript.run(conn, sql_file("runtime_missing.sql"))
-    sqlscript.run(conn, sql_file("inserver.sql"))
+        sqlscript.run(conn, sql_file(RUNTIME_MISSING))

@@ -4,7 +4,7 @@ Inside a PL/Python function there is no connection to open: statements run in
 the caller's transaction, as the caller's role, through ``plpy``. ``SpiDatabase``
 offers what methods use of ``pgrag.db.Connector`` (``fetchall``/``fetchone``/
 ``fetch_row`` by query name, ``transaction()``), running the very statements of
-``sql/queries.sql``:
+``sql/queries_*.sql``:
 
 - ``%(name)s`` placeholders become ``$n``; their types are the ones PostgreSQL
   itself infers (``PREPARE`` without types, read back from

@@ -3,7 +3,7 @@
 Sending a whole script as one query string works on a single PostgreSQL, but
 Citus forwards the *original query string* of some DDL to its workers (over the
 extended protocol), which then fails with "cannot insert multiple commands into
-a prepared statement". Migrations and functions.sql therefore go through here,
+a prepared statement". Migrations and the sql/NN_*.sql files therefore go through here,
 on every server: one code path.
 """
 

@@ -12,6 +12,12 @@
 --
 -- Run inside migrations' transaction too: the search_path is set per function,
 -- never for the session.
+--
+-- Not one of the upgrade's numbered files: applied only on Citus, by
+-- pgrag.distribute (`pgrag db distribute`, and before the migrations of an
+-- upgrade of a distributed database).
+--
+-- Implementation: shared (SQL only exists for this; no Python alternative).
 
 -- Convert what is not converted yet (idempotent) and return the layout.
 --
@@ -137,3 +143,21 @@ AS $$
     WHERE p.partmethod = 'h'
     ORDER BY 1
 $$;
+
+-- The catalogue's descriptions (as sql/95_comments.sql gives the rest of schema
+-- pgrag): these functions exist only on Citus.
+COMMENT ON FUNCTION pgrag.distribute(integer) IS
+'convert pgrag''s tables to Citus reference and distributed tables (idempotent) and return the layout
+pgrag.corpus and pgrag.corpus_acl become reference tables; every other table with a corpus_id is distributed by it, co-located with pgrag.document. Runs in the caller''s transaction.
+Arguments: p_shard_count (shards of each distributed table; NULL, the default, is Citus''s citus.shard_count).
+Errors: Citus''s and PostgreSQL''s (the citus extension must be installed).';
+COMMENT ON FUNCTION pgrag.distribution() IS
+'how each pgrag table is laid out on Citus
+One row a table: reference, distributed by a column, Citus local or local (coordinator), its colocation group and its shard count.
+Arguments: none.
+Errors: none.';
+COMMENT ON FUNCTION pgrag.corpus_placement(text) IS
+'where a corpus lives on Citus: the worker holding its shard group
+One row a distributed table: the shard holding the corpus and its node.
+Arguments: corpus (name).
+Errors: none (no rows for an unknown corpus).';

@@ -203,7 +203,7 @@ SQL_FUNCTIONS = ("bm25", "dense", "hybrid", "tigrag")
 
 def sql_function_times(db: Any, kb: Any, questions: Sequence[str], k: int = 10) -> dict[str, Any]:
     """p50/p95 of each plain SQL function on the questions (named queries of
-    sql/queries.sql; hybrid with the method's depth and RRF constant). The
+    sql/queries_*.sql; hybrid with the method's depth and RRF constant). The
     first question's call of each is not counted (it warms the caches)."""
     from ..methods.hybrid import DEPTH, RRF_K
 

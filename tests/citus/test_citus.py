@@ -235,7 +235,7 @@ def test_methods_never_fan_out(citus_db, method):
         db.close()
 
 
-HOT = {  # queries.sql statements that the methods run per question, with values
+HOT = {  # named statements (sql/queries_*.sql) that the methods run per question, with values
     "hits": lambda kb, ids: {"corpus_id": kb.id, "chunk_ids": ids, "scores": [1.0] * len(ids)},
     # TIGRAG's postings matrix, read once per graph version (pgrag/index/postings.py)
     "token_df": lambda kb, ids: {"corpus_id": kb.id},

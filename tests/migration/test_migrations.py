@@ -46,6 +46,10 @@ def test_orm_models_match_the_migrated_schema(database_uri):
                 and not (type_ == "index" and name and name.startswith("chunk_embedding_hnsw_")),
         })
         diff = compare_metadata(ctx, Base.metadata)
+    # Descriptions are the SQL's (sql/95_comments.sql, checked below), not the ORM's.
+    comments = ("add_table_comment", "remove_table_comment", "modify_table_comment", "modify_comment")
+    diff = [d for d in diff if not (d[0] in comments if isinstance(d, tuple)
+                                    else all(change[0] in comments for change in d))]
     assert diff == []
     db.close()
 
@@ -148,3 +152,63 @@ def test_the_sql_surface_is_the_checked_in_one_and_the_sql_reference_lists_every
     # schema pgrag is the API: no helper left there (they live in pgrag_internal)
     api = [f for f in functions if f.startswith("pgrag.")]
     assert api and [f for f in api if f.startswith("pgrag._") or f"| `{f}` |" not in readme] == []
+
+
+# Every function, table, view and type of schema pgrag with its description in
+# the catalogue (what psql's \df+ and \d+ show), functions by their surface
+# signature (pgrag db schema's, as docs/sql.md writes them).
+CATALOGUE = """
+SELECT 'pgrag.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') RETURNS '
+       || pg_get_function_result(p.oid), obj_description(p.oid, 'pg_proc')
+FROM pg_proc p WHERE p.pronamespace = 'pgrag'::regnamespace
+UNION ALL
+SELECT CASE c.relkind WHEN 'v' THEN 'view ' WHEN 'c' THEN 'type ' ELSE 'table ' END || 'pgrag.' || c.relname,
+       CASE c.relkind WHEN 'c' THEN obj_description(c.reltype, 'pg_type') ELSE obj_description(c.oid, 'pg_class') END
+FROM pg_class c WHERE c.relnamespace = 'pgrag'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'c')
+"""
+REFERENCE_ROW = re.compile(r"^\| `(pgrag\.[^`]+)` \| (.+) \|$", re.MULTILINE)
+
+
+def catalogue(uri: str) -> dict[str, str | None]:
+    with psycopg.connect(uri) as conn:
+        return dict(conn.execute(CATALOGUE).fetchall())
+
+
+def test_the_catalogue_describes_every_function_table_and_view_as_the_sql_reference_does(database_uri):
+    """`\\df+ pgrag.retrieve` explains it: every function, table, view and type of
+    schema pgrag has a description (sql/95_comments.sql), each function's with its
+    arguments and errors, and its first line is the function's row in docs/sql.md's
+    SQL reference, word for word: one source for both."""
+    described = catalogue(database_uri)
+    assert len(described) > 50
+    assert sorted(name for name, text in described.items() if not (text or "").strip()) == []
+    functions = {name: text for name, text in described.items() if name.startswith("pgrag.")}
+    assert [f for f, text in functions.items() if "\nArguments: " not in text or "\nErrors: " not in text] == []
+    rows = dict(REFERENCE_ROW.findall((ROOT / "docs" / "sql.md").read_text(encoding="utf-8")))
+    assert sorted(rows) == sorted(functions)
+    assert {f: what for f, what in rows.items() if functions[f].splitlines()[0] != what} == {}
+
+
+def test_an_upgraded_database_gets_the_same_descriptions(pg_uri, database_uri):
+    """The comments come with `pgrag db upgrade`, so a database upgraded from the
+    first revision describes everything as a fresh one does."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from pgrag.db import sqlalchemy_url
+    from tests.conftest import scratch_database
+
+    with scratch_database(pg_uri, "pgrag_comments_") as uri:
+        engine = create_engine(sqlalchemy_url(uri))
+        cfg = Config()
+        cfg.set_main_option("script_location", str(resource_dir("migrations")))
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0001")
+        engine.dispose()
+        assert all(text is None for text in catalogue(uri).values())   # 0001 describes nothing
+        db = pgrag.connect(uri)
+        db.upgrade()
+        db.close()
+        assert catalogue(uri) == catalogue(database_uri)

@@ -19,7 +19,8 @@ def test_wheel_contains_sql_migrations_and_data(tmp_path):
     [wheel] = tmp_path.glob("pgrag_multihop-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
-        "pgrag/sql/functions.sql", "pgrag/sql/queries.sql",
+        "pgrag/sql/00_search_path.sql", "pgrag/sql/20_index.sql", "pgrag/sql/80_runtime_missing.sql",
+        "pgrag/sql/queries_retrieval.sql", "pgrag/sql/distribute.sql",
         "pgrag/migrations/env.py", "pgrag/migrations/versions/0001_core_schema.py",
         "pgrag/migrations/sql/0001_core_schema.sql",
         "pgrag/data/sample_corpus.json", "pgrag/data/sample_questions.jsonl", "pgrag/data/ATTRIBUTION.md",

@@ -1,4 +1,4 @@
-"""Splitting SQL scripts into statements (migrations and functions.sql run
+"""Splitting SQL scripts into statements (migrations and sql/NN_*.sql run
 statement by statement: Citus needs it)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_unterminated_dollar_quote_is_an_error():
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "migrations" / "sql").glob("*.sql"))
-                         + [ROOT / "sql" / "functions.sql", ROOT / "sql" / "distribute.sql"],
+                         + sorted((ROOT / "sql").glob("[0-9][0-9]_*.sql")) + [ROOT / "sql" / "distribute.sql"],
                          ids=lambda p: p.name)
 def test_every_shipped_script_splits_into_whole_statements(path):
     text = path.read_text()

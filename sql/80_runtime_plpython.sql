@@ -1,7 +1,12 @@
 -- The in-server runtime, where the server has PL/Python (plpython3u): pgrag's own
 -- Python package runs inside the backend (pgrag/inserver.py), imported once per
 -- backend from the paths the schema owner recorded in pgrag_internal._python_path().
--- Applied by `pgrag db upgrade` instead of runtime_missing.sql.
+--
+-- Step 80 of `pgrag db upgrade` (pgrag.schema.upgrade_files) has two
+-- alternatives: this file where the server has plpython3u and the role may
+-- create its functions, else 80_runtime_missing.sql.
+--
+-- Implementation: PL/Python (the one function every SQL entry point calls).
 
 -- Record where the server imports pgrag from. Only the owner of schema pgrag can
 -- replace pgrag_internal._python_path(), so no other role can point the server's
@@ -17,7 +22,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION pgrag_internal._record_python_path(text[]) FROM PUBLIC;
 
--- The one PL/Python function: every SQL entry point of sql/inserver.sql calls it
+-- The one PL/Python function: every SQL entry point of sql/90_inserver.sql calls it
 -- with its name and its arguments as JSON. SECURITY INVOKER, so the caller's
 -- role and row-level security hold for every query it runs.
 CREATE OR REPLACE FUNCTION pgrag_internal._py(call text, payload jsonb) RETURNS jsonb

@@ -1,9 +1,14 @@
 -- The SQL face of pgrag's Python: thin wrappers around pgrag_internal._py (PL/Python,
--- sql/runtime_plpython.sql), the same in both kinds of server. An application in
+-- sql/80_runtime_plpython.sql), the same in both kinds of server. An application in
 -- any language asks a multi-hop question in one statement, with no vector
 -- computed outside the database:
 --   SELECT rank, title, details FROM pgrag.retrieve('wiki', 'When did Lothair II''s mother die?', 'tigrag', 5);
--- Applied by `pgrag db upgrade` after functions.sql and the runtime file.
+--
+-- Applied by `pgrag db upgrade` after every migration, in the order of the file
+-- names (pgrag.schema.upgrade_files), after the runtime of step 80.
+--
+-- Implementation: PL/Python, through the runtime (a server without it raises
+-- PR003 here: 80_runtime_missing.sql).
 
 -- pgrag_internal._py's result, or its error raised with pgrag's message and SQLSTATE.
 CREATE OR REPLACE FUNCTION pgrag_internal._checked(result jsonb) RETURNS jsonb

@@ -1,7 +1,12 @@
 -- Corpora that follow an application table (docs/follow.md): attach/detach,
--- the enqueue trigger, the source-row reader and the
--- sync_status view. CREATE OR REPLACE definitions, re-applied after every
--- migration upgrade right after functions.sql (pgrag.db.upgrade).
+-- the enqueue trigger, the source-row reader and the sync_status view.
+--
+-- Applied by `pgrag db upgrade` after every migration, in the order of the file
+-- names (pgrag.schema.upgrade_files): CREATE OR REPLACE definitions, so this file
+-- is the single current definition of what it holds. A changed signature or
+-- return type needs a migration that drops the old one.
+--
+-- Implementation: shared. pgrag.follow (Python) and `pgrag.index` call these.
 --
 -- Identifiers of the application's table and columns never come from input
 -- unchecked: pgrag.attach() looks each one up in the catalog, stores the
@@ -9,12 +14,7 @@
 -- format('%I'); values are always bound (USING) or passed as trigger arguments
 -- quoted with format('%L').
 
-SELECT set_config(
-    'search_path',
-    'pg_catalog, pgrag, ' || quote_ident(n.nspname) || ', pg_temp',
-    true)
-FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-WHERE e.extname = 'vector';
+-- The search_path these functions capture is 00_search_path.sql's.
 
 -- The row trigger behind every attachment (TG_ARGV: corpus id, id column). It
 -- appends the key of the changed row to the queue, in the application's own
