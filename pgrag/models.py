@@ -62,6 +62,9 @@ class Document(Base):
             "document_pending_idx", "corpus_id",
             postgresql_where=sa_text("indexed_hash IS DISTINCT FROM content_hash"),
         ),
+        # metadata filters (pgrag.filters): the expression their path predicates run over
+        Index("document_filter_idx", sa_text("pgrag_internal.filterable(metadata, external_id) jsonb_path_ops"),
+              postgresql_using="gin"),
     )
 
     corpus_id: Mapped[int] = mapped_column(

@@ -54,6 +54,7 @@
 -- function pgrag_internal.ensure_chunk_index(p_corpus bigint) RETURNS void
 -- function pgrag_internal.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
 -- function pgrag_internal.ensure_triple_index(p_corpus bigint) RETURNS void
+-- function pgrag_internal.filterable(metadata jsonb, external_id text) RETURNS jsonb
 -- function pgrag_internal.follow_column(p_table oid, p_label text, p_column text, OUT attname text, OUT atttypid oid) RETURNS record
 -- function pgrag_internal.follow_enqueue() RETURNS trigger
 -- function pgrag_internal.follow_error(message text) RETURNS void
