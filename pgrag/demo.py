@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,3 +62,44 @@ def run(db: Database, *, k: int = 3, llm: "LLMSettings | None" = None,
                 yield DemoAnswer(question=q, method=m, hits=kb.retrieve(q["question"], method=m, k=k, **options))
 
     return report, answers()
+
+
+@contextlib.contextmanager
+def local_llm(settings: "LLMSettings") -> Iterator["LLMSettings"]:
+    """The bundled SmolLM2 server (pgrag.local_llm) for the duration of the
+    block, as ``settings`` for the answering methods."""
+    from . import local_llm as local
+
+    with local.running() as url:
+        # A tiny model rambles: cap its replies so the demo stays a few minutes long.
+        yield dataclasses.replace(settings, base_url=url, model=local.MODEL_ALIAS, max_tokens=160)
+
+
+def sql_hits(db: Database, corpus: str, question: str, k: int) -> list[tuple[Any, ...]]:
+    """``question`` asked from SQL alone (pgrag.retrieve with tigrag), as an
+    application in any language asks it: the rows of pgrag.retrieve.
+    Raises psycopg.Error where the server cannot (no in-server runtime)."""
+    import psycopg
+
+    from .queries import query
+
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        return conn.execute(query("retrieve_sql"), {"corpus": corpus, "question": question, "method": "tigrag",
+                                                    "k": k, "options": "{}"}).fetchall()
+
+
+def sql_answer(db: Database, corpus: str, question: str, settings: "LLMSettings") -> tuple[Any, ...]:
+    """``question`` answered in the server (pgrag.answer with t2rag), the LLM of
+    ``settings`` set for the session: (answer, finish, llm_calls).
+    Raises psycopg.Error where the server cannot."""
+    import psycopg
+
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        for name, value in (("base_url", settings.base_url), ("model", settings.model),
+                            ("api_key", settings.api_key)):
+            if value:
+                conn.execute("SELECT set_config(%s, %s, false)", (f"pgrag.llm_{name}", value))
+        row = conn.execute("SELECT answer, finish, llm_calls FROM pgrag.answer(%s, %s, 't2rag')",
+                           (corpus, question)).fetchone()
+    assert row is not None   # pgrag.answer returns one row
+    return tuple(row)

@@ -476,6 +476,23 @@ class Worker:
         return max(0.05, min(self.idle_seconds, due if due is not None else self.idle_seconds))
 
 
+def run_in_foreground(worker: Worker, *, once: bool = False,
+                      on_start: Callable[[], None] | None = None) -> WorkerReport:
+    """Run ``worker`` as a process's main work (``pgrag worker``): SIGTERM asks
+    it to stop after its batch, Ctrl-C stops it at once; its report either way.
+    ``on_start`` runs once SIGTERM is handled (a supervisor told "started" may
+    stop it at once)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    if on_start is not None:
+        on_start()
+    try:
+        return worker.run(once=once)
+    except KeyboardInterrupt:
+        return worker.report
+
+
 @contextlib.contextmanager
 def running(worker: Worker) -> Iterator[threading.Thread]:
     """Run ``worker`` in a thread for the duration of a ``with`` block."""

@@ -27,7 +27,6 @@ import os
 import pwd
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -36,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import config
+from . import config, process
 from .model_client import MAX_CHARS, MAX_INPUTS, model_key
-from .server import process_alive
 
 log = logging.getLogger("pgrag.models")
 
@@ -351,33 +349,10 @@ def serve(path: Path | None, model: str, *, group: str | None = None, owner: str
 
 def supervise(argv: list[str], *, restart_delay: float = 0.5) -> int:
     """Run ``python -m pgrag.model_service argv`` as a child and start it again
-    whenever it dies (a crash, an out-of-memory kill), until SIGTERM / SIGINT.
-    A child that dies within 10 s of its start makes the next wait longer (at
-    most 30 s), so a runtime that cannot start does not spin."""
-    stopping = False
-    child: subprocess.Popen[bytes] | None = None
-
-    def stop(signum: int, frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
-        if child is not None and child.poll() is None:
-            child.terminate()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    delay = restart_delay
-    while not stopping:
-        started = time.monotonic()
-        child = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", *argv])
-        code = child.wait()
-        if stopping:
-            break
-        quick = time.monotonic() - started < 10
-        delay = min(30.0, delay * 2) if quick else restart_delay
-        print(f"pgrag models: the runtime (pid {child.pid}) exited with {code}; starting it again in {delay:.1f} s",
-              file=sys.stderr, flush=True)
-        time.sleep(delay)
-    return 0
+    whenever it dies (a crash, an out-of-memory kill), until SIGTERM / SIGINT
+    (pgrag.process.supervise)."""
+    return process.supervise([sys.executable, "-m", "pgrag.model_service", *argv],
+                             name="pgrag models: the runtime", restart_delay=restart_delay)
 
 
 # -- beside the embedded server ------------------------------------------------
@@ -410,55 +385,37 @@ def start_detached(data_dir: Path, model: str = config.DEFAULT_EMBEDDING_MODEL, 
         owner = pwd.getpwuid(data_dir.stat().st_uid).pw_name
         command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(sock), "--model", model,
                    "--owner", owner]
-        # posix_spawn, not Popen: the supervisor outlives this call (and this
-        # process), and a Popen object collected while its child runs warns.
-        with open(log_file, "ab") as log:
-            pid = os.posix_spawn(sys.executable, command, config.process_environment(), setsid=True, file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, log.fileno(), 1), (os.POSIX_SPAWN_DUP2, log.fileno(), 2)])
+        pid = process.spawn_detached(command, log_file, config.process_environment())
         pid_file.write_text(f"{pid}\n")
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and not _exited(pid):
-            with contextlib.suppress(Exception):
-                health(target)
-                return sock
-            time.sleep(0.2)
+        if process.wait_ready(pid, lambda: _answers(target), wait):
+            return sock
         stop_detached(data_dir)
     tail = log_file.read_text(errors="replace")[-2000:]
     raise ServerError(f"the model runtime for {data_dir} did not start (log {log_file}):\n{tail}")
 
 
-def _exited(pid: int) -> bool:
-    """Whether our child ``pid`` has exited (reaping it)."""
+def _answers(target: Any) -> bool:
+    """Whether the runtime at ``target`` answers its health check."""
+    from .model_client import health
+
     try:
-        return os.waitpid(pid, os.WNOHANG)[0] == pid
-    except ChildProcessError:
-        return not process_alive(pid)
+        health(target)
+    except Exception:   # not listening yet, or not ready to answer
+        return False
+    return True
 
 
 def stop_detached(data_dir: Path, wait: float = 15.0) -> bool:
     """Stop the runtime ``start_detached`` started; False when none ran."""
     sock, pid_file, _ = files(data_dir)
-    try:
-        pid = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+    pid = process.read_pid(pid_file)
+    if pid is None:
         return False
     pid_file.unlink(missing_ok=True)
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)   # our own child (started by this process): reap it
-        if not process_alive(pid):
-            return True
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    sock.unlink(missing_ok=True)
-    return True
+    stopped = process.terminate(pid, wait)
+    if stopped is False:   # killed: it had no chance to remove its socket
+        sock.unlink(missing_ok=True)
+    return stopped is not None
 
 
 def main(argv: list[str] | None = None) -> None:

