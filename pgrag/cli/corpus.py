@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -148,17 +149,31 @@ def propositions(question: str, corpus: str, unique_chunks: int, dsn: str | None
                    f"[{p.title or p.external_id}, chunk {p.chunk_id}, chars {p.char_start}-{p.char_end}]")
 
 
+def _json_object(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dict | None:
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError as error:
+        raise click.BadParameter(f"not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("a filter is a JSON object")
+    return parsed
+
+
 @click.command()
 @click.argument("question")
 @click.option("--corpus", "-c", required=True, help="Corpus name.")
 @click.option("--method", "-m", default="dense", show_default=True,
               help=f"Retrieval method: {', '.join(method_registry.names())}.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Number of hits.")
+@click.option("--filter", "filter_json", metavar="JSON", callback=_json_object,
+              help='Metadata filter (docs/filters.md), e.g. \'{"kind": "film", "year": {"$gte": 1990}}\'.')
 @llm_options
 @dsn_option
 @json_option
-def query(question: str, corpus: str, method: str, k: int, llm_base_url: str | None, llm_model: str | None,
-          dsn: str | None, as_json: bool) -> None:
+def query(question: str, corpus: str, method: str, k: int, filter_json: dict | None, llm_base_url: str | None,
+          llm_model: str | None, dsn: str | None, as_json: bool) -> None:
     """Retrieve the top-k chunks for QUESTION, with provenance; answering methods
     (t2rag, threadrag, cirag) also print their answer when an LLM is configured.
 
@@ -167,7 +182,10 @@ def query(question: str, corpus: str, method: str, k: int, llm_base_url: str | N
     database = open_database(dsn)
     kb = database.corpus(corpus, create=False)
     settings = llm_settings(llm_base_url, llm_model)
-    options = {"llm": kb.llm(settings)} if settings.configured and method_registry.takes_option(method, "llm") else {}
+    options: dict[str, Any] = ({"llm": kb.llm(settings)}
+                               if settings.configured and method_registry.takes_option(method, "llm") else {})
+    if filter_json is not None:
+        options["filter"] = filter_json
     hits = kb.retrieve(question, method=method, k=k, **options)
     if as_json:
         echo_json({"answer": hits.answer, "hits": [dataclasses.asdict(h) for h in hits],
