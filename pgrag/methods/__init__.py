@@ -134,7 +134,5 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
     spec = get(name)
     settings = spec.configure(options or {})
     if spec.family is not None:
-        from ..families import require
-
-        require(ctx, spec.family)
+        ctx.require_family(spec.family)
     return spec.run(ctx, question, k, settings)
