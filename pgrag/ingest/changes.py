@@ -61,8 +61,8 @@ def read_states(db: QueryRunner, corpus_id: int, ids: Sequence[str]) -> dict[str
 
 def states_in(conn: Any, corpus_id: int, ids: Sequence[str], *, for_update: bool = False) -> dict[str, Stored]:
     """The stored rows of ``ids`` in the caller's transaction (``for_update``: locked)."""
-    name = "document_states_for_update" if for_update else "document_states"
-    return _by_id(conn.execute(query(name), {"corpus_id": corpus_id, "ids": list(ids)}))
+    statement = query("document_states_for_update") if for_update else query("document_states")
+    return _by_id(conn.execute(statement, {"corpus_id": corpus_id, "ids": list(ids)}))
 
 
 def _by_id(rows: Iterable[Sequence[Any]]) -> dict[str, Stored]:
