@@ -214,6 +214,23 @@ class Context:
             raise PgragError(f"internal error: hits from documents {outside[:5]} outside the filter")
         return out
 
+    # -- stored data beyond what every method uses ------------------------------
+
+    def require_family(self, family: str) -> None:
+        """Raise ``MethodNotBuilt`` unless the corpus maintains ``family`` (``pgrag.families``)."""
+        from .families import require
+
+        require(self, family)
+
+    def ensure_triples(self, extractor: str, chunk_ids: Sequence[int], *, llm: "LLM | None" = None) -> int:
+        """Extract triples and propositions from those of ``chunk_ids`` that
+        ``extractor`` has not processed (``llm``: the client for the ``llm``
+        extractor); the number of chunks processed. Methods ask the context for
+        derived data, so no method imports the building layer."""
+        from .extract import extract_triples
+
+        return extract_triples(self, extractor, llm=llm, chunk_ids=chunk_ids, progress=False).chunks
+
     @contextlib.contextmanager
     def charged(self, trace: Trace) -> Iterator[None]:
         """Charge the LLM tokens spent inside the block to ``trace`` (also on error)."""

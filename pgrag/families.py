@@ -5,9 +5,10 @@ A family is the stored data some methods need beyond what every method uses
 semantic nodes, narrative edges and name vectors (``pgrag.semantic``), which
 roughly double an ingest's embedding time. A method names the family it needs
 (``MethodSpec.family``; ``pgrag.methods.families_for``). ``pgrag.corpus.families`` lists the families a corpus
-maintains; ingest (client, in-server, follow worker) builds a family's rows only
-for the corpora that list it, and a method whose family is missing refuses to
-run with the command that builds it (``MethodNotBuilt``).
+maintains; ingest (client, in-server, follow worker) builds a family's rows,
+through the hook the family registers (``pgrag.ingest.hooks``), only for the
+corpora that list it, and a method whose family is missing refuses to run with
+the command that builds it (``MethodNotBuilt``).
 
 Enabling takes the corpus write lock, so every ingest that writes after it sees
 the family (``pgrag.ingest.write_prepared`` re-reads it under the same lock) and

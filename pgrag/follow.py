@@ -36,15 +36,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from psycopg.types.json import Jsonb
-
 from .config import Settings
+from .context import CorpusInfo
 from .embed import Embedder
 from .exceptions import InputError, PgragError
-from .ingest import CorpusInfo, IngestReport, prepare, write_prepared
+from .ingest import IngestReport, describe, prepare_each, states_in, unchanged, update_metadata, write_prepared
 from .queries import query
 from .sources import DocumentIn, validate
-from .text import content_hash
 
 if TYPE_CHECKING:
     from .context import Context, QueryRunner
@@ -223,12 +221,9 @@ def process_batch(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
                                      source=f"{corpus.name} row {key!r}")[0]
             except InputError as exc:
                 failures[key] = str(exc)
-        states = {ext: (content, indexed) for ext, _, content, indexed in _rows(
-            tx, "document_states", {"corpus_id": cid, "ids": list(docs)})}
-        current = {k for k, d in docs.items()
-                   if states.get(k, (None, None)) == (content_hash(d.title, d.body),) * 2}
+        current = unchanged(states_in(tx, cid, list(docs)), docs.values())
         ingest_report = IngestReport(corpus=corpus.name)
-        prepared, prep_failures = _prepare(
+        prepared, prep_failures = prepare_each(
             [d for k, d in docs.items() if k not in current], corpus, embedder, spacy_model, ingest_report)
         failures.update(prep_failures)
 
@@ -238,10 +233,8 @@ def process_batch(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
         stale = {k for k in key_list if now.get(k) != seen.get(k)}
         if current - stale:
             # Skipped as already indexed: still so? (another worker may have written meanwhile)
-            states = {ext: (content, indexed) for ext, _, content, indexed in _rows(
-                tx, "document_states", {"corpus_id": cid, "ids": sorted(current - stale)})}
-            stale |= {k for k in current - stale
-                      if states.get(k, (None, None)) != (content_hash(docs[k].title, docs[k].body),) * 2}
+            still = sorted(current - stale)
+            stale |= set(still) - unchanged(states_in(tx, cid, still), (docs[k] for k in still))
         report.stale = len(stale)
 
         gone = [k for k in key_list if k not in stale and (seen.get(k) is None or seen[k][2] is None)]
@@ -252,8 +245,7 @@ def process_batch(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
             report.deleted = len(ids)
         same = sorted(current - stale)
         if same:
-            tx.execute(query("update_metadata"), {
-                "corpus_id": cid, "ids": same, "metadata": [Jsonb(docs[k].metadata) for k in same]})
+            update_metadata(tx, cid, [docs[k] for k in same])
             report.unchanged = len(same)
         to_write = [p for p in prepared if p.doc.external_id not in stale]
         if to_write:
@@ -285,30 +277,6 @@ def process_batch(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
 def _source(tx: Any, corpus_id: int, keys: list[str]) -> dict[str, _Row]:
     rows = _rows(tx, "follow_source", {"corpus_id": corpus_id, "keys": keys})
     return {r[0]: (r[0], r[1], r[2], r[3]) for r in rows}
-
-
-def _prepare(docs: list[DocumentIn], corpus: CorpusInfo, embedder: Embedder, spacy_model: str,
-             report: IngestReport) -> tuple[list[Any], dict[str, str]]:
-    """Prepare all at once; if that fails, one by one, so that one bad document
-    (or a model error on it) fails alone."""
-    if not docs:
-        return [], {}
-    try:
-        return prepare(docs, corpus, embedder, spacy_model, len(docs), report), {}
-    except Exception as exc:  # noqa: BLE001 - model errors come in many types; isolated below
-        if len(docs) == 1:
-            return [], {docs[0].external_id: _describe(exc)}
-    out, failures = [], {}
-    for d in docs:
-        try:
-            out.extend(prepare([d], corpus, embedder, spacy_model, 1, report))
-        except Exception as exc:  # noqa: BLE001
-            failures[d.external_id] = _describe(exc)
-    return out, failures
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:2000]
 
 
 def record_failure(db: Any, corpus_id: int, key: str, error: str) -> None:
@@ -354,7 +322,7 @@ def _one_by_one(db: Any, corpus: CorpusInfo, embedder: Embedder, spacy_model: st
         try:
             r = process_batch(db, corpus, embedder=embedder, spacy_model=spacy_model, limit=1, keys=[key])
         except Exception as exc:  # noqa: BLE001 - recorded on the key's item
-            record_failure(db, corpus.corpus_id, key, _describe(exc))
+            record_failure(db, corpus.corpus_id, key, describe(exc))
             total.failed += 1
             continue
         if r is not None:

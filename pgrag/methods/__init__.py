@@ -138,9 +138,7 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
     settings = spec.configure(options)
     checked = _checked_filter(spec, wanted) if wanted is not None else None
     if spec.family is not None:
-        from ..families import require
-
-        require(ctx, spec.family)
+        ctx.require_family(spec.family)
     if checked is not None:
         import dataclasses
 

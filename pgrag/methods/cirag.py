@@ -206,15 +206,11 @@ def _extract_missing(ctx: "Context", doc_ids: list[int], settings: CiragSettings
         "corpus_id": ctx.id, "document_ids": doc_ids, "extractor": extractor})]
     if not missing:
         return 0
-    from ..extract import extract_triples
-
     try:
-        report = extract_triples(ctx, extractor, llm=llm if extractor == "llm" else None, chunk_ids=missing,
-                                 progress=False)
+        return ctx.ensure_triples(extractor, missing, llm=llm if extractor == "llm" else None)
     except LLMError as exc:   # endpoint down: rank the triples already stored
         trace.step("extract_error", error=str(exc))
         return 0
-    return report.chunks
 
 
 # -- integration ---------------------------------------------------------------

@@ -114,7 +114,11 @@ DOWNWARD = {
     "pgrag.db": {"pgrag.corpus", "pgrag.follow", "pgrag.database", "pgrag.schema", "pgrag.ingest"},
     "pgrag.families": {"pgrag.methods"},
     "pgrag.follow": {"pgrag.corpus", "pgrag.database"},
-    "pgrag.ingest": {"pgrag.db", "pgrag.database", "pgrag.corpus"},
+    **{f"pgrag.ingest{sub}": {"pgrag.db", "pgrag.database", "pgrag.corpus", "pgrag.follow"}
+       for sub in ("", ".changes", ".hooks", ".nodes", ".pipeline", ".prepare", ".report", ".write")},
+    # A method gets derived data through its Context (ctx.ensure_triples, ctx.require_family).
+    **{f"pgrag.methods{sub}": {"pgrag.ingest", "pgrag.families", "pgrag.extract"}
+       for sub in ("", ".bm25", ".cirag", ".dense", ".hybrid", ".t2rag", ".threadrag", ".tigrag")},
     "pgrag.index.shared_files": {"pgrag.index.postings", "pgrag.index.graph", "pgrag.index.cache"},
     "pgrag.sqlscript": {"pgrag.distribute"},
 }

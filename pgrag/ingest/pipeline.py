@@ -1,0 +1,109 @@
+"""Client ingest and ``index_pending``: the stages run in batches.
+
+validate (``pgrag.sources.validate``, by the caller) -> change detection
+(``changes``: unchanged documents only get their metadata refreshed) -> prepare
+(``prepare``: spaCy, embeddings, the families' plans) -> write (``write``: one
+transaction a batch, under the corpus's write lock). With prefetch the next
+batch is prepared in a thread while this one is written, so the database's work
+and the models' overlap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..config import in_server
+from ..context import CorpusInfo, QueryRunner
+from ..embed import Embedder
+from ..model_client import RemoteEmbedder
+from ..progress import tqdm
+from ..queries import query
+from ..sources import DocumentIn, validate
+from .changes import read_states, unchanged
+from .prepare import Prepared, prepare
+from .report import IngestReport, add_timings
+from .write import update_metadata, write_batch
+
+
+def ingest(
+    db: QueryRunner,
+    corpus: CorpusInfo,
+    documents: Sequence[DocumentIn],
+    *,
+    embedder: Embedder,
+    spacy_model: str,
+    batch_size: int = 64,
+    progress: bool = True,
+    prefetch: bool | None = None,
+) -> IngestReport:
+    """Index ``documents`` (already validated) into ``corpus``, ``batch_size``
+    documents a transaction. With ``prefetch`` (by default ``prefetches(embedder)``)
+    the next batch's sentences and vectors are computed in a thread while this
+    batch is written, so the database's work and the models' overlap."""
+    started = time.perf_counter()
+    report = IngestReport(corpus=corpus.name, documents=len(documents))
+    current = unchanged(read_states(db, corpus.corpus_id, [d.external_id for d in documents]), documents)
+    todo = [d for d in documents if d.external_id not in current]
+    report.unchanged = len(documents) - len(todo)
+    if report.unchanged:
+        with db.transaction() as conn:
+            update_metadata(conn, corpus.corpus_id, [d for d in documents if d.external_id in current])
+    batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
+    ahead = prefetches(embedder) if prefetch is None else prefetch
+
+    def prepare_part(batch: Sequence[DocumentIn]) -> tuple[list[Prepared], IngestReport]:
+        part = IngestReport(corpus=corpus.name)
+        return prepare(batch, corpus, embedder, spacy_model, batch_size, part), part
+
+    with tqdm(total=len(todo), unit="doc", desc=f"ingest {corpus.name}", disable=not progress or not todo) as bar, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-prepare") as pool:
+        following = pool.submit(prepare_part, batches[0]) if ahead and batches else None
+        try:
+            for i, batch in enumerate(batches):
+                if following is None:
+                    prepared = prepare(batch, corpus, embedder, spacy_model, batch_size, report)
+                else:
+                    prepared, part = following.result()
+                    following = pool.submit(prepare_part, batches[i + 1]) if i + 1 < len(batches) else None
+                    add_timings(report, part)
+                write_batch(db, corpus, prepared, report, embedder)
+                bar.update(len(batch))
+        finally:
+            if following is not None:
+                following.cancel()
+    if todo:
+        with db.transaction() as conn:
+            # Under the write lock: two ingests finishing together would otherwise
+            # both CREATE INDEX IF NOT EXISTS, and one fails on the catalog's unique key.
+            conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
+            conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
+    report.total_seconds = time.perf_counter() - started
+    # With prefetch the models' time overlaps the writes: "other" is the time they did not hide.
+    report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
+    return report
+
+
+def prefetches(embedder: Embedder) -> bool:
+    """Whether an ingest prepares ahead by default: in a client whose models
+    (embeddings and spaCy) run in the model runtime, where the thread only
+    waits on its socket. Never in a backend, where only the main thread may
+    touch the server; not with models in process, whose lazy loading in a
+    second thread is not safe everywhere (CPython 3.11's ast module, which
+    spaCy's and hypothesis's parsing share, failed a test run that way)."""
+    return not in_server() and isinstance(embedder, RemoteEmbedder) and embedder.target.serves_nlp
+
+
+def index_pending(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_model: str,
+                  batch_size: int = 64, progress: bool = True) -> IngestReport:
+    """Index the documents inserted or changed directly in ``pgrag.document`` (by an
+    ORM session, or by an application's INSERT followed by SQL's ``pgrag.index``):
+    the same stages, from validate on."""
+    rows = db.fetchall("pending_documents", {"corpus_id": corpus.corpus_id})
+    docs = validate(
+        [{"id": ext, "title": title, "text": body, "metadata": meta} for ext, title, body, meta in rows],
+        source=f"corpus {corpus.name!r}")
+    return ingest(db, corpus, docs, embedder=embedder, spacy_model=spacy_model, batch_size=batch_size,
+                  progress=progress)
