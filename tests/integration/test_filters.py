@@ -5,6 +5,7 @@ k hits where k chunks match, and SQL, Python and MCP agree."""
 from __future__ import annotations
 
 import json
+import sys
 
 import psycopg
 import pytest
@@ -128,3 +129,48 @@ def test_the_filter_is_data(kb):
     assert list(kb.retrieve(QUESTION, method="bm25", k=5, filter=hostile)) == []
     assert json.dumps(hostile)   # still a plain JSON document
     assert kb.retrieve(QUESTION, method="bm25", k=5)   # and the corpus is whole
+
+
+AGREED = {"kind": {"$in": ["music", "filler"]}}
+
+
+def python_hits(kb) -> list[tuple[int, float]]:
+    return [(h.provenance.chunk_id, round(h.score, 9)) for h in kb.retrieve(BROAD, method="tigrag", k=4,
+                                                                             filter=AGREED)]
+
+
+def test_the_cli_agrees_with_python(database_uri, kb):
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    result = CliRunner().invoke(main, ["query", BROAD, "--corpus", "filtered", "--method", "tigrag", "-k", "4",
+                                       "--filter", json.dumps(AGREED), "--dsn", database_uri, "--json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)["hits"]
+    assert [(h["provenance"]["chunk_id"], round(h["score"], 9)) for h in hits] == python_hits(kb)
+    bad = CliRunner().invoke(main, ["query", BROAD, "--corpus", "filtered", "--filter", "[1]", "--dsn", database_uri])
+    assert bad.exit_code == 2 and "a filter is a JSON object" in bad.output
+
+
+def test_mcp_agrees_with_python(database_uri, kb):
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.serving import ROOT, child_env
+
+    async def session() -> tuple[dict, object]:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "pgrag", "mcp", "--dsn", database_uri],
+                                       env=child_env(), cwd=str(ROOT))
+        async with Client(params, read_timeout_seconds=120) as client:
+            good = await client.call_tool("retrieve", {"corpus": "filtered", "question": BROAD, "method": "tigrag",
+                                                       "k": 4, "options": {"filter": AGREED}})
+            bad = await client.call_tool("retrieve", {"corpus": "filtered", "question": BROAD,
+                                                      "options": {"filter": {"kind": {"$like": "m%"}}}})
+            return good.structured_content, bad
+
+    good, bad = anyio.run(session)
+    assert [(h["provenance"]["chunk_id"], round(h["score"], 9)) for h in good["hits"]] == python_hits(kb)
+    assert bad.is_error and "unknown filter operator '$like' on 'kind'" in str(bad.content)
