@@ -6,6 +6,8 @@ error page."""
 
 from __future__ import annotations
 
+import json
+
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,11 @@ def create_app(database: "Database", *, llm: "LLMSettings | None" = None, host: 
         if not corpus or not question or not 1 <= k <= MAX_K or len(chosen) > len(names):
             return html(render.error(f"give a corpus, a question, 1 to {len(names)} methods and k from 1 to {MAX_K}",
                                      400), 400)
+        filter_text = params.get("filter", "").strip()
+        try:
+            options = {"filter": json.loads(filter_text)} if filter_text else {}
+        except ValueError:
+            return html(render.error("the filter is not JSON (docs/filters.md)", 400), 400)
         with lock:
             try:
                 kb = database.corpus(corpus, create=False)
@@ -80,11 +87,11 @@ def create_app(database: "Database", *, llm: "LLMSettings | None" = None, host: 
             views: list[MethodView] = []
             for method in chosen:
                 try:
-                    views.append(explain(kb, question, method, k, llm=client))
+                    views.append(explain(kb, question, method, k, options, llm=client))
                 except PgragError as exc:
                     views.append(failed(method, question, str(exc)))
         return html(render.page(corpora=visible, methods=names, chosen=chosen, corpus=corpus, question=question,
-                                k=k, views=views))
+                                k=k, views=views, filter=filter_text))
 
     def not_found(request: "Request", exc: Any) -> HTMLResponse:
         return html(render.error("no such page", 404), 404)

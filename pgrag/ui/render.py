@@ -85,10 +85,10 @@ def _render(template: str, **context: Any) -> str:
 
 
 def page(*, corpora: list[str], methods: list[str], chosen: list[str], corpus: str | None, question: str,
-         k: int, views: list[MethodView]) -> str:
+         k: int, views: list[MethodView], filter: str = "") -> str:
     """The page: the form, then each method's hits side by side, then their pictures."""
     return _render("page.html", corpora=corpora, methods=methods, chosen=chosen, corpus=corpus,
-                   question=question, k=k, views=views)
+                   question=question, k=k, views=views, filter=filter)
 
 
 def standalone(view: MethodView, corpus: str) -> str:

@@ -5,6 +5,7 @@ real runs (T2RAG and CIRAG through a scripted LLM, ThreadRAG over its nodes)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -60,6 +61,22 @@ def test_ui_page_escapes_documents_and_answers_errors_with_pages(db, kb):
         assert http.get("/nowhere").status_code == 404
         # another name for this address (DNS rebinding) is refused
         assert http.get("/", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_ui_page_keeps_to_a_metadata_filter(db, kb):
+    keep = '{"$external_id": {"$in": ["ermengarde", "h"]}}'
+    with client(db) as http:
+        page = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("method", "tigrag"),
+                                        ("filter", keep)])
+        assert page.status_code == 200 and 'data-method="tigrag"' in page.text
+        shown = set(re.findall(r'data-title="([^"]*)"', page.text))
+        assert shown and shown <= {"Ermengarde of Tours", "&lt;i&gt;Lothair&lt;/i&gt;"}, shown
+        assert 'value="{&#34;$external_id&#34;' in page.text   # the form keeps the filter, escaped
+        refused = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("method", "threadrag"),
+                                           ("filter", keep)])
+        assert refused.status_code == 200 and "does not take a filter yet" in refused.text
+        bad = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("filter", "{kind: film")])
+        assert bad.status_code == 400 and "the filter is not JSON" in bad.text
 
 
 def test_ui_listens_on_loopback_by_default():
