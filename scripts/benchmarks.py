@@ -180,7 +180,7 @@ def rare_terms_paragraph(rare: dict) -> str:
     return (
         "ThreadRAG's rare terms (the lexical edges' keys) no longer cost a token-index probe per term in "
         "`threadrag_nodes`: the query returns each node's `pgrag.tokenize` terms and the method keeps those "
-        "with df <= `rare_df` by the question's ranking index (`pgrag.methods.threadrag.rare_terms`, one "
+        "with df <= `rare_df` by the question's ranking index (`pgrag.methods.threadrag_retrieval.rare_terms`, one "
         f"batched lookup, `TermIndex.nodes`); {rare['same_hits']}. {len(rare['before'])} runs each, "
         f"alternating ({rare['command']}; `docs/benchmarks/threadrag_rare_terms.json`), on another machine "
         f"than the table above ({rare['machine']['model']}, {rare['machine']['cpus']} cores: dense "
