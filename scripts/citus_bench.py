@@ -28,7 +28,7 @@ import psycopg
 import pgrag
 from pgrag import distribute, server
 from pgrag.bench.evaluate import load_questions, prepare_corpus
-from pgrag.bench.timing import load_benchmark
+from pgrag.bench.timing.load import load_benchmark
 from tests.citus.cluster import LocalCitusCluster
 from tests.citus.conftest import CORPORA
 

@@ -279,7 +279,8 @@ def _ingest(kb: Any, docs: list[dict[str, Any]], progress: bool) -> dict[str, An
 def measure(db: Any, kb: Any, questions: Sequence[str], method_names: Sequence[str], *, via: str,
             progress: bool) -> dict[str, Any]:
     """Everything measured at one size (see the module's docstring)."""
-    from .timing import rss_mb, time_methods
+    from .timing.latency import time_methods
+    from .timing.load import rss_mb
 
     stats = next(c for c in db.corpora() if c["name"] == kb.name)
     point: dict[str, Any] = {"documents": stats["documents"], "chunks": stats["chunks"],

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 import pgrag
-from pgrag.bench.timing import _LOAD_QUERY
+from pgrag.bench.timing.load import _LOAD_QUERY
 from pgrag.bulk import TABLES
 from pgrag.queries import parse, queries
 
