@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..index.cache import ranking_index
-from ..index.postings import B, K1
+from ..index.postings import K1, B
 from ..results import Hits, Trace
 from .spec import MethodSpec
 

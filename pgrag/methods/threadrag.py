@@ -62,10 +62,20 @@ import numpy as np
 from ..index.cache import ranking_index
 from ..results import Hits, Trace
 from .spec import MethodSpec
-from .threadrag_agent import final_answer, question_entities, check_sufficiency
+from .threadrag_agent import check_sufficiency, final_answer, question_entities
 from .threadrag_graph import KINDS, Pathfinding, build_edges, entity_match, pathfind, weight_matrix
-from .threadrag_retrieval import (State, add_nodes, bridge_entities, claim, pool_depth, documents_of,
-                                  encode_names, rankings, entity_share, targeted_documents)
+from .threadrag_retrieval import (
+    State,
+    add_nodes,
+    bridge_entities,
+    claim,
+    documents_of,
+    encode_names,
+    entity_share,
+    pool_depth,
+    rankings,
+    targeted_documents,
+)
 from .threadrag_settings import ThreadragSettings
 
 if TYPE_CHECKING:

@@ -292,7 +292,7 @@ def test_without_an_llm_the_pass_is_recomputed_with_numpy_from_the_stored_rows(k
             (kb.id, order)).fetchall()
         nodes.sort(key=lambda n: order.index(n[1]))
         keys = []
-        for node_id, doc, _t, _o, start, end, _text, _v, terms in nodes:
+        for _node_id, doc, _t, _o, start, end, _text, _v, terms in nodes:
             named = {e for (e,) in conn.execute(
                 "SELECT lower(e.entity) FROM pgrag.chunk_entity e JOIN pgrag.chunk c USING (corpus_id, chunk_id) "
                 "WHERE c.corpus_id = %s AND c.document_id = %s AND e.char_start >= %s AND e.char_end <= %s "

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pgrag import prompts
+from pgrag.bench.oracle import Gold, Oracle, OracleCannotAnswer, OracleLeak, guard, load_gold, plan_for
 from pgrag.llm import short_answer
 from pgrag.methods import cirag, threadrag_agent
 from pgrag.methods.t2rag import parse_decomposition, parse_values
-from pgrag.bench.oracle import Gold, Oracle, OracleCannotAnswer, OracleLeak, guard, load_gold, plan_for
 
 BENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "bench" / "2wiki"
 

@@ -46,7 +46,7 @@ def _ingest_run(db: Database, corpus_file: Path, limit: int | None, batch_size: 
     if any(c["name"] == name for c in db.corpora()):
         db.drop_corpus(name)
     kb = db.corpus(name)
-    kb.embedder  # load the model before the clock starts
+    _ = kb.embedder  # load the model before the clock starts
     report = kb.ingest(docs, batch_size=batch_size, progress=progress, methods=methods)
     return {
         "corpus_file": str(corpus_file),

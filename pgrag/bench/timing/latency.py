@@ -83,7 +83,8 @@ def time_methods(db: Database, kb: Any, questions: Sequence[str], method_names: 
                     times[label[name, home]].append((time.perf_counter() - t0) * 1000)
                     seen.append(ids)
                     for stage, ms in timings.items():
-                        stages[label[name, home]][stage] = stages[label[name, home]].get(stage, 0.0) + ms / len(questions)
+                        stages[label[name, home]][stage] = (stages[label[name, home]].get(stage, 0.0)
+                                                            + ms / len(questions))
                 agree[name] += all(ids == seen[0] for ids in seen)
     dense_p50 = percentile(times[label["dense", homes[0]]], 50)
     extra: dict[str, Any] = {"via": via}

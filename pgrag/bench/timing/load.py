@@ -188,7 +188,8 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
 
     return {
         "clients": clients, "torch_threads": threads if threads is not None else "server default",
-        "model_runtime": model_runtime or "server default", "seconds": round(elapsed, 2), "requests": len(every) + log.errors, "errors": log.errors,
+        "model_runtime": model_runtime or "server default", "seconds": round(elapsed, 2),
+        "requests": len(every) + log.errors, "errors": log.errors,
         "error_samples": log.error_samples,
         "throughput_rps": round(len(every) / elapsed, 2) if elapsed else 0.0,
         "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),
