@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PLPY   := $(VENV)/.plpython
 
-.PHONY: demo test test-fast install citus bench llm-server llm-rebuild clean
+.PHONY: demo test test-fast lint install citus bench llm-server llm-rebuild clean
 
 install: $(STAMP) $(PLPY)
 
@@ -55,6 +55,11 @@ test: install citus
 # on one worker, so its module fixtures are built once.
 test-fast: install
 	$(BIN)/pytest -m "not slow" -n 2 --dist loadfile
+
+# Lint: ruff (pyproject.toml's [tool.ruff]; a checker, no formatter) and mypy.
+lint: $(STAMP)
+	$(BIN)/ruff check pgrag tests scripts
+	$(BIN)/mypy pgrag
 
 bench: install
 	$(BIN)/python scripts/benchmarks.py --run

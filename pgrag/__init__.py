@@ -61,7 +61,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
     "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
-    "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "ModelRuntimeUnavailable", "QueryCanceled", "RuntimeMissing", "SchemaOutdated",
+    "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "ModelRuntimeUnavailable", "QueryCanceled",
+    "RuntimeMissing", "SchemaOutdated",
     "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 

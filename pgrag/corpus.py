@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import families as fam
 from . import methods
-from .methods import families_for
 from .config import ChunkingSettings, Settings
 from .context import Context, CorpusInfo, lookup_corpus
 from .embed import Embedder, corpus_embedder, get_embedder
 from .exceptions import CorpusNotFound, EmbeddingMismatch, PgragError
 from .ingest import IngestReport, index_pending, ingest
+from .methods import families_for
 from .queries import query
 from .results import Answer, Hit, Hits, Proposition
 from .sources import DocumentIn, validate

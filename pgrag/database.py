@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .db import Connector, connect, redact
 from . import follow, schema
 from .config import ChunkingSettings, Settings
 from .corpus import Corpus, open_corpus
+from .db import Connector, connect, redact
 from .queries import query
 
 if TYPE_CHECKING:

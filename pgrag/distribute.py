@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import sqlscript
 from .queries import query
 from .resources import sql_file
-from . import sqlscript
 
 if TYPE_CHECKING:
     from .context import QueryRunner

@@ -176,7 +176,8 @@ class OnnxEmbedder:
                 batch = [texts[i].lower() if self._lower else texts[i] for i in rows]
                 encodings = self._tokenizer.encode_batch(batch)
                 ids = np.array([e.ids for e in encodings], dtype=np.int64)
-                feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
+                feed = {"input_ids": ids,
+                        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
                 if "token_type_ids" in self._inputs:
                     feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
                 out[rows] = self._session.run(None, feed)[0]

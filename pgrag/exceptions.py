@@ -78,7 +78,7 @@ class RuntimeMissing(PgragError):
 
 
 class ModelRuntimeUnavailable(PgragError):
-    """The model runtime could not be reached, or failed mid-call; start it with `pgrag server start` or `pgrag models serve`."""
+    """The model runtime could not be reached, or failed mid-call; start it with `pgrag server start` or `pgrag models serve`."""  # noqa: E501 (the message: one line)
 
     sqlstate = "PR011"
 

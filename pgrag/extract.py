@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .progress import tqdm
-
 from . import prompts
 from .exceptions import InputError
 from .llm import LLM, LLMReplyError
+from .progress import tqdm
 from .queries import query
 
 if TYPE_CHECKING:

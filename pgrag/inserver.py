@@ -357,7 +357,8 @@ def _json_default(value: Any) -> Any:
 
 
 _CALLS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ping": ping, "model_runtime": model_runtime, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index, "answer": answer, "extract": extract,
+    "ping": ping, "model_runtime": model_runtime, "embed": embed, "retrieve": retrieve, "ppr": ppr, "index": index,
+    "answer": answer, "extract": extract,
     "llm_settings": show_llm_settings, "threadrag_index": threadrag_index,
     "threadrag_disable": threadrag_disable,
 }

@@ -170,7 +170,7 @@ class LLM:
         return self.db.fetch_row("transaction_read_only")[0] is not True
 
     def _cache(self, key: str, request: dict[str, Any], reply: Reply) -> None:
-        from psycopg.types.json import Jsonb   # here, not at import: a server backend's query path has no psycopg
+        from psycopg.types.json import Jsonb  # here, not at import: a server backend's query path has no psycopg
 
         with self.db.transaction() as conn:
             conn.execute(query("llm_cache_put"), {

@@ -72,9 +72,10 @@ def running(port: int | None = None, timeout: float = 120.0) -> Iterator[str]:
             try:
                 with urllib.request.urlopen(base_url + "/models", timeout=2):
                     break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline:
-                    raise ConfigError(f"the local LLM server did not answer on {base_url} within {timeout:.0f}s")
+                    raise ConfigError(f"the local LLM server did not answer on {base_url} "
+                                      f"within {timeout:.0f}s") from exc
                 time.sleep(0.3)
         _first_token(proc, base_url)
         yield base_url

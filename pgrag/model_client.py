@@ -214,7 +214,8 @@ class Client:
         where = self.target.describe()
         if connecting:
             hint = ("start it with `pgrag server start` (beside the embedded server) or "
-                    f"`pgrag models serve --socket {os.path.abspath(self.target.socket)}`" if self.target.socket is not None
+                    f"`pgrag models serve --socket {os.path.abspath(self.target.socket)}`"
+                    if self.target.socket is not None
                     else "check that the endpoint is up")
             return ModelRuntimeUnavailable(f"the model runtime at {where} is not running or not open to this OS user "
                                            f"({exc.__class__.__name__}: {getattr(exc, 'strerror', None) or exc}); "

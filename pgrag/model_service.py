@@ -233,7 +233,8 @@ def create_app(models: Models) -> Any:
             parsed = await models.parser(model, bool(body.get("sentences", True))).run(texts)
         except Exception as exc:  # a missing spaCy model: the caller's error, said plainly
             return _error(400, str(exc))
-        data = [{"index": i, "sentences": p.sentences, "entities": [[e.text, e.label, e.start, e.end] for e in p.entities]}
+        data = [{"index": i, "sentences": p.sentences,
+                 "entities": [[e.text, e.label, e.start, e.end] for e in p.entities]}
                 for i, p in enumerate(parsed)]
         return JSONResponse({"object": "list", "data": data, "model": model})
 

@@ -45,7 +45,8 @@ TRIPLES_USER = (
 # -- T2RAG (../shared/papers/t2rag.md) ---------------------------------------------
 # Triples are the only state passed between rounds; prompts carry no chain of
 # thought. Placeholders are named so that one value fills every triple sharing it.
-T2RAG_DECOMPOSE_SYSTEM = "You break a question into the facts needed to answer it, as (subject, predicate, object) triples."
+T2RAG_DECOMPOSE_SYSTEM = ("You break a question into the facts needed to answer it, as (subject, predicate, object) "
+                          "triples.")
 T2RAG_DECOMPOSE_USER = (
     'Example question: "Who is the child of the performer of Me and Bobby McGee?"\n'
     'Example answer: {{"triples": [["Me and Bobby McGee", "performer", "?performer"], '

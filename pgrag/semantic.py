@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from .progress import tqdm
 
 from . import bulk
 from .embed import Embedder
 from .nlp import NAME_LABELS, name_key
+from .progress import tqdm
 from .queries import query
 from .segment import DEFAULT, SegmentSettings, can_split, segment
 from .text import chunk_search_text
@@ -110,9 +110,9 @@ def plan_nodes(docs: Sequence[DocumentText], embedder: Embedder,
     nodes: list[list[NodeRow]] = []
     for i, d in enumerate(docs):
         spans = segment(d.sentences, vectors_of.get(i), settings)
-        nodes.append([NodeRow(ordinal=k, first=f, last=l, start=d.sentences[f][0], end=d.sentences[l][1],
-                              text=d.body[d.sentences[f][0]: d.sentences[l][1]])
-                      for k, (f, l) in enumerate(spans)])
+        nodes.append([NodeRow(ordinal=k, first=first, last=last, start=d.sentences[first][0],
+                              end=d.sentences[last][1], text=d.body[d.sentences[first][0]: d.sentences[last][1]])
+                      for k, (first, last) in enumerate(spans)])
     embeddings: list[np.ndarray | None] = []
     missing: list[int] = []
     for d, doc_nodes in zip(docs, nodes):

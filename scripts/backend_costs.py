@@ -103,7 +103,8 @@ def hold(dsn: str, corpus: str, n: int) -> dict:
         for conn in conns:
             conn.close()
     total = sum(b["pss_mb"] for b in backends) + runtime["pss_mb"]
-    return {"connections": n, "corpus": corpus, "backends_private_mb_sum": round(sum(b["private_mb"] for b in backends)),
+    return {"connections": n, "corpus": corpus,
+            "backends_private_mb_sum": round(sum(b["private_mb"] for b in backends)),
             "backends_pss_mb_sum": round(sum(b["pss_mb"] for b in backends)), "runtime": runtime,
             "total_pss_mb_with_runtime": round(total), "backend_private_mb_median":
                 statistics.median(b["private_mb"] for b in backends)}

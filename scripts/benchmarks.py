@@ -180,7 +180,7 @@ def rare_terms_paragraph(rare: dict) -> str:
     return (
         "ThreadRAG's rare terms (the lexical edges' keys) no longer cost a token-index probe per term in "
         "`threadrag_nodes`: the query returns each node's `pgrag.tokenize` terms and the method keeps those "
-        "with df <= `rare_df` by the question's ranking index (`pgrag.methods.threadrag.rare_terms`, one "
+        "with df <= `rare_df` by the question's ranking index (`pgrag.methods.threadrag_retrieval.rare_terms`, one "
         f"batched lookup, `TermIndex.nodes`); {rare['same_hits']}. {len(rare['before'])} runs each, "
         f"alternating ({rare['command']}; `docs/benchmarks/threadrag_rare_terms.json`), on another machine "
         f"than the table above ({rare['machine']['model']}, {rare['machine']['cpus']} cores: dense "
@@ -226,12 +226,14 @@ def node_terms_paragraph(terms: dict) -> str:
         f"(dense {min(dense):.0f}-{max(dense):.0f} ms): the `nodes` stage {mean(stage('tokenized')):.1f} → "
         f"{mean(stage('stored')):.1f} ms a question (the runs' means: {runs(stage('tokenized'))} → "
         f"{runs(stage('stored'))}), threadrag {ratios('tokenized')}× → {ratios('stored')}× dense. The node query "
-        f"alone (`{probe['command']}`, {removed(probe['command'])}: {probe['calls']} sets of {probe['documents_per_call']} documents, the "
+        f"alone (`{probe['command']}`, {removed(probe['command'])}: {probe['calls']} sets of "
+        f"{probe['documents_per_call']} documents, the "
         f"same terms in {'all' if probe['same_terms'] == probe['calls'] else probe['same_terms']}), median "
         f"milliseconds a call: {probe['probe_per_term_ms']:.1f} with a token-index probe per term (before "
         f"8c89fcb), {probe['tokenized_ms']:.1f} tokenized, {probe['stored_ms']:.1f} stored. What it costs at "
         f"ingest: writing {write['nodes']:,} of these nodes took {spread('bulk_write')} µs a node against "
-        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, {removed(write['command'])}, "
+        f"{spread('copy_without_terms')} by COPY without their terms (`{write['command']}`, "
+        f"{removed(write['command'])}, "
         f"{len(write['runs'])} runs, each alternating the two and rolling back), most of it `pgrag.tokenize` "
         "itself; filling the "
         f"{fill['nodes']:,} nodes of this corpus afterwards ({fill['command']}) took {fill['seconds']:.2f} s, "
@@ -257,7 +259,8 @@ def cirag_oracle_section() -> list[str]:
             "```", "",
             "On this subset (a run of the current code: cirag R@2 / R@5 80.8 / 83.3, EM 53.3; threadrag "
             "80.0 / 96.7, EM 100), 13 of cirag's 14 failed questions are `never_retrieved`: the gold fact never "
-            "reaches the 30 candidate triples the oracle sees, in any round, though in most of them the integrator asks the "
+            "reaches the 30 candidate triples the oracle sees, in any round, though in most of them the integrator "
+            "asks the "
             "right next question. Two examples from the failures file: for \"What is the place of birth of "
             "Nicki Minaj?\" the spaCy triple that holds it is (Onika Tanya Maraj-Petty; Born in; Saint James, "
             "Port of Spain), whose subject is her birth name, and 30 triples \"(Minaj; ...)\" rank above it; for "
@@ -301,7 +304,8 @@ def levers_section() -> list[str]:
             "",
             "Not kept: the final learned-free rerank (`rerank_depth` > 0: the best 40 chunks rescored by the "
             "cosine to the question alone, BM25 of the question's terms and the hops that reached each chunk) "
-            "lost recall with every weight tried, alone, with entity linking and on the new default (a guess, not checked question "
+            "lost recall with every weight tried, alone, with entity linking and on the new default (a guess, not "
+            "checked question "
             "by question: the question-only cosine and BM25 favour the documents the question names over the "
             "bridge documents it does not). Snowball stemming in `pgrag.tokenize` was not "
             "measured: it changes the stored tokens, postings and graph of every corpus, so `tigrag-paper`'s "
@@ -418,7 +422,8 @@ def render() -> str:
     out += oracle_full_section(load("oracle_full"), load("oracle_full_before"), evaluation)
     if grid:
         out += ["## TIGRAG settings (`scripts/tune_tigrag.py`)", "", "```", GRID, "```", "",
-                "One setting varied at a time from the default before issue 37 (no title linking; gamma 20, damping 0.5, graph_weight 0.2, "
+                "One setting varied at a time from the default before issue 37 (no title linking; gamma 20, "
+                "damping 0.5, graph_weight 0.2, "
                 "iota 1, hops 2, max_pool 300), on the 111 questions, 20 chunks per query. The paper gives "
                 "neither gamma nor the damping factor; both barely matter here, so the defaults are the "
                 "cheapest among the best. p50 is noisy (shared machine).", "",
@@ -456,12 +461,14 @@ def render() -> str:
                 f"second-hop encoding it would still be about 2.2× (above); the cheaper second-hop vectors "
                 f"lose recall (above), so both presets keep the paper's.", "",
                 "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (docs/settings.md; the model in bfloat16 on this "
-                "AMX CPU), the same command (`--out docs/benchmarks/queries_bf16.json`, in runs.json): dense 10.0 ms, tigrag "
+                "AMX CPU), the same command (`--out docs/benchmarks/queries_bf16.json`, in runs.json): dense 10.0 ms, "
+                "tigrag "
                 "44.6 ms (4.48×, its embedding 31.6 → 23.3 ms), threadrag 29.9 ms (3.01×): every method "
                 "is faster, but the ratios are not better, because dense gains as much. Recall with "
                 "bfloat16 questions over this corpus's float32 passages (`PGRAG_EMBEDDING_PRECISION=bfloat16 "
                 "pgrag eval ... --methods dense,hybrid,tigrag,threadrag,tigrag-paper --out "
-                "docs/benchmarks/eval_bf16.json`, in runs.json), R@2 / R@5: dense 52.2 / 64.2 and threadrag 61.7 / 78.2 "
+                "docs/benchmarks/eval_bf16.json`, in runs.json), R@2 / R@5: dense 52.2 / 64.2 and threadrag "
+                "61.7 / 78.2 "
                 "(equal), hybrid 58.6 / 68.0 (58.1 / 68.0), tigrag-paper 61.7 / 79.3 (61.3 / 78.8), tigrag "
                 "69.1 / 84.5 (69.4 / 84.5: one supporting passage fewer at 2). So it stays off by default. "
                 "Passages encode 108 → 340 a second (256 2Wiki passages, batches of 32, a one-off probe); "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -28,7 +27,7 @@ import psycopg
 import pgrag
 from pgrag import distribute, server
 from pgrag.bench.evaluate import load_questions, prepare_corpus
-from pgrag.bench.timing import load_benchmark
+from pgrag.bench.timing.load import load_benchmark
 from tests.citus.cluster import LocalCitusCluster
 from tests.citus.conftest import CORPORA
 

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import psycopg
-from common import QUESTION, SAMPLE as DATA, rss_mb
+from common import QUESTION, rss_mb
+from common import SAMPLE as DATA
 
 import pgrag
 from pgrag.bench.evaluate import prepare_corpus
-
 
 
 def timed(conn: psycopg.Connection, method: str, corpus: str) -> float:

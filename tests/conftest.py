@@ -224,7 +224,8 @@ WIKI = [
      "text": "\"Changed It\" is a song by rapper Nicki Minaj and American rapper Lil Wayne. "
              "It was released in 2017 together with two other singles."},
     {"id": "long", "title": "A long document",
-     "text": " ".join(f"Sentence number {i} talks about topic{i % 7} and river{i % 3} in the valley." for i in range(15))
+     "text": " ".join(f"Sentence number {i} talks about topic{i % 7} and river{i % 3} in the valley."
+                      for i in range(15))
              + "\n\nA second paragraph mentions Lotharingia once more. It ends here."},
 ]
 

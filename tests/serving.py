@@ -67,7 +67,8 @@ def start_runtime(socket: Path, owner: str, *args: str, supervised: bool = False
     """pgrag's model runtime on ``socket`` for the OS user ``owner`` (under its
     supervisor, ``pgrag models serve``, when ``supervised``), once it answers."""
     if supervised:
-        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(socket), "--owner", owner, *args]
+        command = [sys.executable, "-m", "pgrag.cli", "models", "serve", "--socket", str(socket), "--owner", owner,
+                   *args]
     else:
         command = [sys.executable, "-m", "pgrag.model_service", "--socket", str(socket), "--owner", owner, *args]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)

@@ -15,13 +15,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..progress import tqdm
-
 from .. import methods as method_registry
 from ..exceptions import InputError
-from .metrics import distinct_documents, exact_match, f1_score, percentile, recall_at_k
+from ..progress import tqdm
 from ..queries import query
 from ..sources import load_path
+from .metrics import distinct_documents, exact_match, f1_score, percentile, recall_at_k
 
 if TYPE_CHECKING:
     from ..corpus import Corpus

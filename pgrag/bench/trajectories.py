@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
-from .metrics import exact_match
 from ..results import Hits
+from .metrics import exact_match
 
 if TYPE_CHECKING:
     from ..corpus import Corpus
-    from .evaluate import Question
     from ..llm import LLM
+    from .evaluate import Question
 
 
 def trajectory_lines(question_id: str, question: str, hits: Hits,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InputError
 from ..results import Hits, Trace
-from .spec import MethodSpec
 from .bm25 import ranking as bm25_ranking
+from .spec import MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context

@@ -130,7 +130,8 @@ def layers(kb: "Corpus", question: str, method: str, hits: "Hits") -> list[Layer
         entities = {s.get("hop"): s for s in steps if s.get("step") == "entities"}
         for s in hops:
             n = s.get("hop")
-            out.append(Layer(key=f"hop-{n}-seeds", label=f"hop {n}: seed tokens", items=_short(s.get("seeds", [])), hop=n))
+            out.append(Layer(key=f"hop-{n}-seeds", label=f"hop {n}: seed tokens", items=_short(s.get("seeds", [])),
+                             hop=n))
             out.append(Layer(key=f"hop-{n}-tokens", label=f"hop {n}: top PPR tokens", hop=n,
                              items=_short([f"{t} {w:.3f}" for t, w in s.get("expanded", [])[:TOP_TOKENS]])))
             out.append(Layer(key=f"hop-{n}-chunks", label=f"hop {n}: chunks", hop=n,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import time
 import warnings
 from collections.abc import Iterator

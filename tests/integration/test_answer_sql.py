@@ -77,7 +77,8 @@ def fake() -> Iterator[FakeLLM]:
 @pytest.fixture
 def conn(uri: str, fake: FakeLLM) -> Iterator[psycopg.Connection]:
     with psycopg.connect(uri, autocommit=True) as c:
-        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), set_config('pgrag.llm_model', 'fake-model', false),"
+        c.execute("SELECT set_config('pgrag.llm_base_url', %s, false), "
+                  "set_config('pgrag.llm_model', 'fake-model', false),"
                   " set_config('pgrag.llm_api_key', %s, false)", (fake.base_url, SECRET))
         yield c
 

@@ -65,7 +65,7 @@ def test_statement_timeout_during_a_retrieval(database_uri, kb, method):
     expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTION, method=method, k=3)]
     timed = pgrag.connect(with_timeout(database_uri, 300))
     corpus = timed.corpus("cancel")
-    corpus.embedder
+    _ = corpus.embedder
     with psycopg.connect(database_uri) as blocker:                  # a writer holding the tables
         blocker.execute(f"LOCK TABLE {RETRIEVAL_TABLES} IN ACCESS EXCLUSIVE MODE")
         t0 = time.monotonic()
@@ -148,7 +148,7 @@ def test_statement_timeout_during_an_ingest_batch(db, database_uri, kb, wiki_doc
 
 def test_pg_cancel_backend_during_an_ingest_batch(db, database_uri, kb, wiki_docs, slow_postings):
     before = state(db, kb)
-    kb.embedder
+    _ = kb.embedder
     thread, out = in_thread(lambda: kb.ingest(batch(wiki_docs), progress=False))
     pid = wait_for_backend(database_uri, "wait_event = 'PgSleep'")
     with psycopg.connect(database_uri, autocommit=True) as admin:

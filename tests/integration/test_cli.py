@@ -220,7 +220,8 @@ def test_demo_with_an_llm_prints_answers_calls_and_tokens(database_uri):
     assert result.exit_code == 0, result.output
     assert f"LLM for the answering methods: fake-model at {fake.base_url}" in result.output
     for method in ("t2rag", "threadrag", "cirag"):
-        assert re.search(rf"\[{method}\] [\d.]+ ms, \d+ LLM calls, \d+\+\d+ tokens\n    answer: ", result.output), method
+        assert re.search(rf"\[{method}\] [\d.]+ ms, \d+ LLM calls, \d+\+\d+ tokens\n    answer: ",
+                         result.output), method
     # ... and one question answered in the server, through SQL alone
     sql_part = result.output.split("And answered in the server")[1]
     assert re.search(r"^  answer: .+ \(finish \w+, \d+ LLM calls\)$", sql_part, re.MULTILINE), sql_part

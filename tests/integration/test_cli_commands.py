@@ -156,7 +156,8 @@ def test_eval_with_extract_and_depth(database_uri, tmp_path):
                                   (kb.id,)).fetchone()
     assert extracted == corpus["chunks"]                       # --extract ran over every chunk
     for row in rows:
-        hits = kb.retrieve(row["question"], method=row["method"], k=3, **({"llm": False} if row["method"] == "t2rag" else {}))
+        hits = kb.retrieve(row["question"], method=row["method"], k=3,
+                           **({"llm": False} if row["method"] == "t2rag" else {}))
         titles = list(dict.fromkeys(h.title for h in hits))
         assert row["retrieved"] == titles[:2]                  # at most depth 3 chunks, first 2 documents
     db.close()

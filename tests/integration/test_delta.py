@@ -56,7 +56,8 @@ def assert_same_as_a_full_read(db, kb, index) -> None:
         for (ids, scores), (want, cosines) in zip(index.postings.nearest(queries, depth),
                                                    full.nearest(queries, depth)):
             assert ids == want and np.allclose(scores, cosines, rtol=0, atol=1e-6)
-    assert [len(ids) for ids, _ in index.postings.nearest(queries, len(full.chunk_ids) + 5)] == [len(full.chunk_ids)] * 3
+    assert ([len(ids) for ids, _ in index.postings.nearest(queries, len(full.chunk_ids) + 5)]
+            == [len(full.chunk_ids)] * 3)
     every = [full_graph.terms[i] for i in range(full_graph.nodes)]
     assert [g.index[t] for t in every] == list(range(full_graph.nodes))
     # the overlay as queries use it, unfolded
@@ -255,7 +256,8 @@ def test_the_removal_log_holds_each_chunks_own_edge_counts(db, kb, database_uri)
         chunks = [r[0] for r in conn.execute(
             "SELECT c.chunk_id FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
             "WHERE c.corpus_id = %s AND d.external_id IN ('minaj', 'lothair') ORDER BY 1", (kb.id,))]
-        total = sorted(conn.execute("SELECT * FROM pgrag_internal.chunk_edge_counts(%s, %s)", (kb.id, chunks)).fetchall())
+        total = sorted(conn.execute("SELECT * FROM pgrag_internal.chunk_edge_counts(%s, %s)",
+                                    (kb.id, chunks)).fetchall())
         by_chunk = conn.execute("SELECT * FROM pgrag_internal.chunk_edge_counts_by_chunk(%s, %s)",
                                 (kb.id, chunks)).fetchall()
     assert total and len({c for c, *_ in by_chunk}) == len(chunks)

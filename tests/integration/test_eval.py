@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from pgrag.bench import evaluate
-from pgrag.cli import main
 from pgrag.bench.report import markdown_table
+from pgrag.cli import main
 
 DATA = Path(str(resources.files("pgrag") / "data"))
 CORPUS = DATA / "sample_corpus.json"

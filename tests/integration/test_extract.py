@@ -72,7 +72,8 @@ def test_propositions_stop_at_the_chunk_budget(db, kb):
     top = kb.propositions("Who did Lothair II marry?", unique_chunks=1)
     assert top[0].external_id == "lothair" and top[0].title == "Lothair II"
     # several queries share one pool; each row says which query it matched best
-    multi = kb.propositions(["Who did Lothair II marry?", "Onika Tanya Maraj was born in Port of Spain"], unique_chunks=2)
+    multi = kb.propositions(["Who did Lothair II marry?", "Onika Tanya Maraj was born in Port of Spain"],
+                            unique_chunks=2)
     assert {p.external_id for p in multi} == {"lothair", "minaj"}
     assert {p.query for p in multi} == {1, 2}
 

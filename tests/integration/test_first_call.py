@@ -34,7 +34,9 @@ def uri(db, wiki_docs, shared_models, monkeypatch) -> str:
 
 
 CLIENT_ONLY = {"sqlalchemy", "psycopg", "torch", "sentence_transformers", "spacy", "openai", "httpx"}
-OTHER_METHODS = {"pgrag.methods.t2rag", "pgrag.methods.threadrag", "pgrag.methods.cirag", "pgrag.llm", "pgrag.prompts"}
+OTHER_METHODS = {"pgrag.methods.t2rag", "pgrag.methods.threadrag", "pgrag.methods.threadrag_retrieval",
+                 "pgrag.methods.threadrag_graph", "pgrag.methods.threadrag_agent", "pgrag.methods.cirag",
+                 "pgrag.llm", "pgrag.prompts"}
 
 
 def test_a_fresh_backends_first_call_imports_only_what_its_method_needs(uri):

@@ -473,7 +473,8 @@ def test_the_worker_sleeps_until_notified(db, app, database_uri):
             time.sleep(0.1)
         assert worker.report.items == 1 and worker.report.wakeups == 1
     other.close()
-    assert [h.provenance.external_id for h in db.corpus("wiki", create=False).retrieve("Lothair", method="bm25")] == ["1"]
+    hits = db.corpus("wiki", create=False).retrieve("Lothair", method="bm25")
+    assert [h.provenance.external_id for h in hits] == ["1"]
 
 
 @pytest.mark.slow

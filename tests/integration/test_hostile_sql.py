@@ -192,7 +192,8 @@ def test_empty_corpus_and_unknown_tokens_give_empty_results(db, kb, database_uri
 def test_a_huge_document_with_an_enormous_token_is_indexed(db):
     kb = db.corpus("huge")
     giant = "q" * 150_000  # no whitespace at all: cut into pieces, and too long to be a token
-    body = ("Ordinary words about Lotharingia and rivers. " * 40) + "\n\n" + giant + "\n\n\x07\x1b[31m Tail sentence mentions Teutberga."
+    body = (("Ordinary words about Lotharingia and rivers. " * 40) + "\n\n" + giant
+            + "\n\n\x07\x1b[31m Tail sentence mentions Teutberga.")
     report = kb.ingest([{"id": "huge", "title": "Huge", "text": body}], progress=False)
     assert report.added == 1
     assert [h.provenance.external_id for h in kb.retrieve("Teutberga", method="bm25", k=1)] == ["huge"]

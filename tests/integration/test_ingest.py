@@ -62,7 +62,8 @@ def test_ingest_builds_every_table(db, wiki_docs):
     assert report.chunks > 5
     with db.transaction() as conn:
         rows = conn.execute(
-            """SELECT c.text, substr(d.body, c.char_start + 1, c.char_end - c.char_start), c.first_sentence, c.last_sentence
+            """SELECT c.text, substr(d.body, c.char_start + 1, c.char_end - c.char_start), c.first_sentence,
+                      c.last_sentence
                FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id)
                WHERE c.corpus_id = %s""", (kb.id,)).fetchall()
         for text, span, first, last in rows:
@@ -206,7 +207,7 @@ def test_concurrent_ingests_into_one_corpus_equal_a_sequential_build(db, databas
     kb = db.corpus("concurrent")
     other = pgrag.connect(database_uri)  # a second engine and connection pool
     kb2 = other.corpus("concurrent")
-    kb.embedder  # load the model once before the race
+    _ = kb.embedder  # load the model once before the race
     errors: list[BaseException] = []
 
     def work(corpus, docs):

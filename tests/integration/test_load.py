@@ -22,7 +22,8 @@ QUESTIONS = ["Who is the mother of Lothair II?", "Where was the performer of Cha
 def small_files(tmp_path: Path, docs: list[dict]) -> tuple[Path, Path]:
     corpus, questions = tmp_path / "corpus.json", tmp_path / "questions.jsonl"
     corpus.write_text(json.dumps(docs))
-    questions.write_text("\n".join(json.dumps({"id": str(i), "question": q, "answer": "x", "supporting_titles": ["Lothair II"]})
+    questions.write_text("\n".join(json.dumps({"id": str(i), "question": q, "answer": "x",
+                                               "supporting_titles": ["Lothair II"]})
                                    for i, q in enumerate(QUESTIONS)))
     return corpus, questions
 KEYS = {"requests", "errors", "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "rss_start_mb", "rss_end_mb"}

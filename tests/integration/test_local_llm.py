@@ -65,7 +65,8 @@ def test_structured_reply_parses_or_fails_typed(db, settings, proxy):
         assert len(proxy.exchanges) == 1 + llm.usage.repairs
     if llm.usage.repairs:                     # the repair request carries the bad reply back to the model
         repair = proxy.exchanges[1][0]["messages"]
-        assert repair[:1] == messages and repair[1]["content"] == proxy.exchanges[0][1]["choices"][0]["message"]["content"]
+        assert repair[:1] == messages
+        assert repair[1]["content"] == proxy.exchanges[0][1]["choices"][0]["message"]["content"]
     assert llm.usage.calls == len(proxy.exchanges)
     assert (llm.usage.prompt_tokens, llm.usage.completion_tokens) == proxy.usage()
 

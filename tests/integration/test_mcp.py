@@ -20,8 +20,8 @@ from mcp.client.stdio import StdioServerParameters
 from psycopg import sql
 
 import pgrag
-from pgrag.demo import SAMPLE_CORPUS, sample_documents
 from pgrag import prompts
+from pgrag.demo import SAMPLE_CORPUS, sample_documents
 from tests.conftest import TEMPLATE, scratch_database
 from tests.fake_llm import FakeLLM
 from tests.serving import ROOT, as_role, child_env, free_port, listening

@@ -62,7 +62,8 @@ def _ping(conn: psycopg.Connection) -> dict:
 
 
 def _retrieve(conn: psycopg.Connection, method: str, question: str = QUESTION) -> list[tuple]:
-    return conn.execute("SELECT chunk_id, score FROM pgrag.retrieve('runtime', %s, %s, 5)", (question, method)).fetchall()
+    return conn.execute("SELECT chunk_id, score FROM pgrag.retrieve('runtime', %s, %s, 5)",
+                        (question, method)).fetchall()
 
 
 def test_a_backend_gets_the_same_vectors_and_hits_through_the_runtime_and_loads_no_model(runtime, kb, database_uri):
@@ -269,7 +270,8 @@ def test_an_openai_compatible_url_serves_backends_and_clients_alike(kb, database
         deadline = time.monotonic() + 180
         while True:
             try:
-                remote = model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key="sk-test"), "all-MiniLM-L6-v2")
+                remote = model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key="sk-test"),
+                                                     "all-MiniLM-L6-v2")
                 break
             except pgrag.ModelRuntimeUnavailable:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
@@ -317,7 +319,8 @@ def test_an_endpoints_key_is_masked_even_when_the_endpoint_echoes_it(db, wiki_do
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         with pytest.raises(pgrag.PgragError) as client_error:
-            model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key=secret), "all-MiniLM-L6-v2").encode(["x"])
+            model_client.RemoteEmbedder(model_client.Endpoint(url=url, api_key=secret),
+                                        "all-MiniLM-L6-v2").encode(["x"])
         assert "bad credentials: Bearer ***" in str(client_error.value) and secret not in str(client_error.value)
         with psycopg.connect(database_uri, autocommit=True) as conn:
             conn.execute("SELECT set_config('pgrag.model_runtime', %s, false)", (url,))

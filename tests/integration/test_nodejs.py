@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgrag.demo import sample_documents
 from pgrag import prompts
+from pgrag.demo import sample_documents
 from tests.conftest import TEMPLATE, scratch_database, skip_unless_required
 from tests.fake_llm import FakeLLM
 

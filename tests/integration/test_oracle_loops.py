@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pgrag.cli import main
 from pgrag.bench.oracle import ANSWER_KINDS, Gold, OracleServer
+from pgrag.cli import main
 
 DATA = Path(str(resources.files("pgrag") / "data"))
 CORPUS = DATA / "sample_corpus.json"

@@ -294,7 +294,7 @@ def test_queries_during_ingest_and_deletes_see_only_committed_documents(db, data
     writer_db, deleter_db, reader_db = (pgrag.connect(database_uri) for _ in range(3))
     kb, deleter, reader = (d.corpus("busy", methods=["threadrag"]) for d in (writer_db, deleter_db, reader_db))
     kb.ingest(docs[:2], progress=False, extract_triples="spacy")
-    reader.embedder
+    _ = reader.embedder
     errors: list[BaseException] = []
     seen_ids: set[str] = set()
     outside: list[tuple[str, str, set[str], set[str]]] = []   # (method, hit, before, after)

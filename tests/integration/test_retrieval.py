@@ -40,7 +40,8 @@ def reference_bm25(db, kb, query: str, k1: float = 1.2, b: float = 0.75) -> dict
         for cid, c in docs.items():
             tf = c.get(term, 0)
             if tf:
-                scores[cid] = scores.get(cid, 0.0) + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[cid] / avgdl))
+                scores[cid] = (scores.get(cid, 0.0)
+                               + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[cid] / avgdl)))
     return scores
 
 
@@ -237,7 +238,8 @@ def test_dense_matches_an_exact_cosine_ranking(db):
     kb.ingest(sample_documents(), progress=False)
     with db.transaction() as conn:
         rows = conn.execute(
-            "SELECT c.chunk_id, d.title, c.text FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
+            "SELECT c.chunk_id, d.title, c.text "
+            "FROM pgrag.chunk c JOIN pgrag.document d USING (corpus_id, document_id) "
             "WHERE c.corpus_id = %s", (kb.id,)).fetchall()
     matrix = kb.embedder.encode([chunk_search_text(title, text) for _, title, text in rows])
     for question in ["Who was the mother of Lothair II?", "Which film came out first?", "rapper born in Trinidad"]:

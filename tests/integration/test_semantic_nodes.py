@@ -309,7 +309,8 @@ def test_disabling_stops_the_maintenance_and_can_drop_the_nodes(db, wiki_docs):
     assert names_of(db, kb)
     assert kb.disable("threadrag", drop=True) == count and node_count(db, kb) == 0
     with db.transaction() as conn:
-        assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge WHERE corpus_id = %s", (kb.id,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pgrag.semantic_edge WHERE corpus_id = %s",
+                            (kb.id,)).fetchone() == (0,)
     assert names_of(db, kb) == []
 
 
@@ -328,5 +329,6 @@ def test_disabling_from_sql(db, database_uri, wiki_docs):
             c.execute("SELECT * FROM pgrag.retrieve('sqloff', 'Who was the mother of Lothair II?', 'threadrag', 3)")
         assert c.execute("SELECT pgrag.threadrag_disable('sqloff', true)").fetchone()[0]["dropped"] == count
         with pytest.raises(psycopg.Error, match="drop must be true or false"):
-            c.execute("SELECT pgrag_internal._checked(pgrag_internal._py('threadrag_disable', '{\"corpus\": \"sqloff\", \"drop\": 1}'))")
+            c.execute("SELECT pgrag_internal._checked(pgrag_internal._py('threadrag_disable', "
+                      "'{\"corpus\": \"sqloff\", \"drop\": 1}'))")
     assert node_count(db, kb) == 0 and next(c for c in db.corpora() if c["name"] == "sqloff")["families"] == []

@@ -42,19 +42,20 @@ SQL_DOCUMENTS = {
 @pytest.mark.parametrize("retrieval", ["hybrid", "dense", "bm25"])
 @pytest.mark.parametrize("depth", [3, 50])
 def test_document_retrieval_equals_the_sql_functions(db, kb, retrieval, depth):
-    from pgrag.methods import threadrag
+    from pgrag.methods import threadrag_retrieval
+    from pgrag.methods.threadrag_settings import ThreadragSettings
     from pgrag.results import Trace
 
     ctx = kb.context(False)
     texts = [QUESTION, "Ermengarde of Tours", "Nicki Minaj rapper", "Lotharingia king 855", "zzz unknown"]
     vectors = ctx.encode(texts)
-    settings = threadrag.ThreadragSettings(retrieval=retrieval, depth=depth)
+    settings = ThreadragSettings(retrieval=retrieval, depth=depth)
     exclude = {1}
     # two depths in one call: one dense round trip each, every text with its own
     depths = [depth, depth, depth + 2, depth + 2, depth]
-    ranked, chunk_documents = threadrag._rankings(ctx, texts, vectors, depths, settings,
-                                                  Trace(method="threadrag", query="q"))
-    got = [threadrag._documents_of(r, chunk_documents, 4, exclude) for r in ranked]
+    ranked, chunk_documents = threadrag_retrieval.rankings(ctx, texts, vectors, depths, settings,
+                                                           Trace(method="threadrag", query="q"))
+    got = [threadrag_retrieval.documents_of(r, chunk_documents, 4, exclude) for r in ranked]
     with db.transaction() as conn:
         for text, vector, d, documents in zip(texts, vectors, depths, got):
             rows = conn.execute(SQL_DOCUMENTS[retrieval] + " ORDER BY h.rank",
@@ -65,21 +66,22 @@ def test_document_retrieval_equals_the_sql_functions(db, kb, retrieval, depth):
 
 
 def test_one_node_query_for_two_groups_keeps_their_order(kb):
-    """_add_nodes with two groups gives the nodes one query per group would."""
-    from pgrag.methods import threadrag
+    """add_nodes with two groups gives the nodes one query per group would."""
+    from pgrag.methods import threadrag_retrieval
+    from pgrag.methods.threadrag_settings import ThreadragSettings
     from pgrag.results import Trace
 
     ctx = kb.context(False)
-    settings = threadrag.ThreadragSettings()
+    settings = ThreadragSettings()
     with kb.db.transaction() as conn:
         docs = [r[0] for r in conn.execute("SELECT DISTINCT document_id FROM pgrag.semantic_node "
                                            "WHERE corpus_id = %s ORDER BY 1", (kb.id,))]
     assert len(docs) >= 3
     groups = [[docs[-1], docs[0]], [docs[1]]]        # the second group's document sorts before the first's last
-    one, two = threadrag._State(), threadrag._State()
-    threadrag._add_nodes(ctx, one, groups, settings, Trace(method="threadrag", query="q"))
+    one, two = threadrag_retrieval.State(), threadrag_retrieval.State()
+    threadrag_retrieval.add_nodes(ctx, one, groups, settings, Trace(method="threadrag", query="q"))
     for group in groups:
-        threadrag._add_nodes(ctx, two, [group], settings, Trace(method="threadrag", query="q"))
+        threadrag_retrieval.add_nodes(ctx, two, [group], settings, Trace(method="threadrag", query="q"))
     assert [n.node_id for n in one.nodes] == [n.node_id for n in two.nodes]
     assert [n.document_id for n in one.nodes][-1] == docs[1]
 
@@ -87,8 +89,8 @@ def test_one_node_query_for_two_groups_keeps_their_order(kb):
 def test_rare_terms_are_the_terms_the_token_table_counts_in_few_chunks(kb):
     """A node's rare terms, taken from the ranking index's document
     frequencies, are its tokens whose pgrag.token row has df <= rare_df."""
-    from pgrag.methods import threadrag
     from pgrag.index.cache import ranking_index
+    from pgrag.methods import threadrag_retrieval
 
     ctx = kb.context(False)
     with kb.db.transaction() as conn:
@@ -96,7 +98,7 @@ def test_rare_terms_are_the_terms_the_token_table_counts_in_few_chunks(kb):
                                            "WHERE corpus_id = %s", (kb.id,))]
     rows = ctx.db.fetchall("threadrag_nodes", {"corpus_id": kb.id, "document_ids": docs, "labels": ["PERSON"]})
     max_df = 2
-    got = threadrag.rare_terms(ranking_index(ctx.db, kb.id), [r[9] for r in rows], max_df)
+    got = threadrag_retrieval.rare_terms(ranking_index(ctx.db, kb.id), [r[9] for r in rows], max_df)
     with kb.db.transaction() as conn:
         for row, terms in zip(rows, got):
             want = {t for (t,) in conn.execute(
@@ -144,13 +146,13 @@ def test_one_pass_without_llm(kb):
 def test_a_stored_name_vector_is_the_vector_of_the_name_as_asked(kb):
     """Looked up by its key, whatever the case and spacing of the asking text;
     names the corpus does not mention are encoded, in order with the rest."""
-    from pgrag.methods import threadrag
+    from pgrag.methods import threadrag_retrieval
     from pgrag.results import Trace
 
     ctx = kb.context(False)
     names = ["NICKI  minaj", "Lil Wayne", "Nobody Anywhere Ever", "Teutberga"]
     trace = Trace(method="threadrag", query="q")
-    got = threadrag._encode_names(ctx, [QUESTION], names, trace)
+    got = threadrag_retrieval.encode_names(ctx, [QUESTION], names, trace)
     assert [s for s in trace.steps if s["step"] == "name_vectors"] == [
         {"step": "name_vectors", "stored": 3, "encoded": 1}]
     expected = ctx.encode([QUESTION, *names])
@@ -267,7 +269,7 @@ def test_without_an_llm_the_pass_is_recomputed_with_numpy_from_the_stored_rows(k
     nodes, edges, entities, token frequencies and vectors with dense numpy:
     the Semantic Topology Graph, anchors, energy diffusion, pruning,
     linearisation and the hits with their scores."""
-    from pgrag.methods.threadrag import ThreadragSettings
+    from pgrag.methods.threadrag_settings import ThreadragSettings
     from pgrag.nlp import NAME_LABELS
 
     s = ThreadragSettings()
@@ -290,7 +292,7 @@ def test_without_an_llm_the_pass_is_recomputed_with_numpy_from_the_stored_rows(k
             (kb.id, order)).fetchall()
         nodes.sort(key=lambda n: order.index(n[1]))
         keys = []
-        for node_id, doc, _t, _o, start, end, _text, _v, terms in nodes:
+        for _node_id, doc, _t, _o, start, end, _text, _v, terms in nodes:
             named = {e for (e,) in conn.execute(
                 "SELECT lower(e.entity) FROM pgrag.chunk_entity e JOIN pgrag.chunk c USING (corpus_id, chunk_id) "
                 "WHERE c.corpus_id = %s AND c.document_id = %s AND e.char_start >= %s AND e.char_end <= %s "

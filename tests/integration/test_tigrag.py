@@ -68,7 +68,8 @@ def test_pool_is_the_shortest_prefix_reaching_the_mass_threshold(db, kb):
 
     def pool(threshold):   # the SQL pool (pgrag.tigrag's; TIGRAG in Python pools in numpy, test_postings)
         with db.transaction() as conn:
-            return conn.execute("SELECT chunk_id, rho, candidates FROM pgrag_internal.tigrag_pool(%s, %s, %s, %s, %s, true, "
+            return conn.execute("SELECT chunk_id, rho, candidates "
+                                "FROM pgrag_internal.tigrag_pool(%s, %s, %s, %s, %s, true, "
                                 "1000)", (kb.id, ids, weights, ids, threshold)).fetchall()
 
     everything = pool(1.0)

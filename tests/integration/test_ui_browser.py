@@ -148,7 +148,8 @@ def test_browser_asks_and_sees_two_methods_and_the_tigrag_picture(browser, site,
                 "hop-2-tokens", "hop-2-chunks", "hits"):
         assert key in layers, sorted(layers)
         assert layers[key].find_elements(By.CSS_SELECTOR, "g.item rect"), key
-    items = lambda key: [t.get_attribute("textContent") for t in layers[key].find_elements(By.CSS_SELECTOR, "g.item title")]  # noqa: E731
+    items = lambda key: [t.get_attribute("textContent")  # noqa: E731
+                         for t in layers[key].find_elements(By.CSS_SELECTOR, "g.item title")]
     assert "lothair" in items("hop-1-seeds")
     assert "Lothair II" in items("hop-1-chunks")
     assert figure.find_elements(By.CSS_SELECTOR, "g.edges line")

@@ -26,8 +26,8 @@ from sqlalchemy import create_engine
 import pgrag
 from pgrag import methods
 from pgrag.db import sqlalchemy_url
-from pgrag.schema import MIGRATION_LOCK
 from pgrag.resources import resource_dir
+from pgrag.schema import MIGRATION_LOCK
 from tests.conftest import scratch_database
 from tests.integration.test_reliability import assert_same, everything
 
@@ -76,7 +76,8 @@ def copy_corpus(source_uri: str, target_uri: str) -> list[str]:
                 "AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position", (table,))]
             cols = sql.SQL(", ").join(map(sql.Identifier, columns))
             ident = sql.Identifier("pgrag", table)
-            with src.cursor().copy(sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT (FORMAT BINARY)").format(cols, ident)) as out, \
+            with src.cursor().copy(sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT (FORMAT BINARY)")
+                                   .format(cols, ident)) as out, \
                     dst.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident, cols)) as into:
                 for data in out:
                     into.write(data)
@@ -114,8 +115,10 @@ def sql_results(uri: str, kb) -> list[list[tuple]]:
                      "SELECT chunk_id, round(score::numeric, 6) FROM pgrag.dense('up', %(v)s, 5)",
                      "SELECT chunk_id, round(score::numeric, 6) FROM pgrag.hybrid('up', %(q)s, %(v)s, 5)",
                      "SELECT chunk_id, round(score::numeric, 6) FROM pgrag.tigrag('up', %(q)s, %(v)s, k => 5)",
-                     "SELECT term, round(score::numeric, 9) FROM pgrag.ppr('up', ARRAY['lothair', 'mother'], top => 10)",
-                     "SELECT triple_id, round(score::numeric, 6) FROM pgrag.propositions('up', %(v)s, unique_chunks => 3)",
+                     "SELECT term, round(score::numeric, 9) "
+                     "FROM pgrag.ppr('up', ARRAY['lothair', 'mother'], top => 10)",
+                     "SELECT triple_id, round(score::numeric, 6) "
+                     "FROM pgrag.propositions('up', %(v)s, unique_chunks => 3)",
                      "SELECT triple_id, round(score::numeric, 6) FROM pgrag.cirag_candidates('up', %(v)s, 2, 5)"):
             out.append(conn.execute(stmt, {"q": QUESTIONS[0], "v": vec}).fetchall())
     return out

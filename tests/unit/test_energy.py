@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from pgrag.index.energy import propagate_energy, reachable
-from pgrag.methods.threadrag import Node, ThreadragSettings, build_edges, entity_match, linearise, pathfind
+from pgrag.methods.threadrag_graph import Node, build_edges, entity_match, linearise, pathfind
+from pgrag.methods.threadrag_settings import ThreadragSettings
 
 
 def node(i, doc, ordinal, vec, keys=(), text="", title="T"):
@@ -113,7 +114,7 @@ def test_linearise_splits_non_consecutive_runs():
 
 
 def test_capitalised_names_complete_spacy():
-    from pgrag.methods.threadrag import capitalised_names, merge_names
+    from pgrag.methods.threadrag_agent import capitalised_names, merge_names
 
     assert capitalised_names("Who was the mother of Lothair II?") == ["Lothair II"]
     assert capitalised_names("Which film came out first, The Love Route or Engal Aasan?") == \

@@ -61,7 +61,7 @@ def test_sentence_windows_cover_every_sentence_in_order(n, size, data):
     assert windows[0][0] == 0 and windows[-1][1] == n - 1
     for (f1, l1), (f2, l2) in zip(windows, windows[1:]):
         assert f1 < f2 and l1 < l2 and f2 <= l1 + 1
-    assert all(0 <= f <= l < n and l - f < size for f, l in windows)
+    assert all(0 <= f <= last < n and last - f < size for f, last in windows)
 
 
 @FEW

@@ -11,7 +11,8 @@ from pgrag import methods
 from tests.serving import child_env
 
 OTHERS = ("pgrag.methods.tigrag", "pgrag.methods.t2rag", "pgrag.methods.threadrag", "pgrag.methods.cirag",
-          "pgrag.llm", "pgrag.prompts", "pgrag.semantic")
+          "pgrag.methods.threadrag_settings", "pgrag.methods.threadrag_retrieval", "pgrag.methods.threadrag_graph",
+          "pgrag.methods.threadrag_agent", "pgrag.llm", "pgrag.prompts", "pgrag.semantic")
 
 
 def test_every_builtin_method_is_found_in_the_module_named_for_it():

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgrag.bench.metrics import (distinct_documents, exact_match, f1_score, normalize_answer, percentile,
-                           recall_at_k)
+from pgrag.bench.metrics import distinct_documents, exact_match, f1_score, normalize_answer, percentile, recall_at_k
 
 
 @pytest.mark.parametrize("raw, expected", [

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pgrag import prompts
-from pgrag.llm import short_answer
-from pgrag.methods import cirag, threadrag
-from pgrag.methods.t2rag import parse_decomposition, parse_values
 from pgrag.bench.oracle import Gold, Oracle, OracleCannotAnswer, OracleLeak, guard, load_gold, plan_for
+from pgrag.llm import short_answer
+from pgrag.methods import cirag, threadrag_agent
+from pgrag.methods.t2rag import parse_decomposition, parse_values
 
 BENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "bench" / "2wiki"
 
@@ -180,12 +180,13 @@ def test_each_prompt_kind_gets_a_reply_its_parser_accepts():
     assert cirag.is_refusal(short_answer(oracle.answer(chat("cirag_answer", granularity="triples", question=q,
                                                             evidence="- (She; died on; 20 March 851)"))))
 
-    assert threadrag._entity_list(json.loads(oracle.answer(chat("threadrag_entities", question=q)))) == [
+    assert threadrag_agent.parse_entities(json.loads(oracle.answer(chat("threadrag_entities", question=q)))) == [
         "Lothair II"]
-    assert threadrag._verdict(json.loads(oracle.answer(chat("threadrag_sufficient", question=q, context=HOP1)))) == (
+    assert threadrag_agent.parse_verdict(json.loads(oracle.answer(chat("threadrag_sufficient", question=q,
+                                                                       context=HOP1)))) == (
         False, ["Ermengarde of Tours"])
-    assert threadrag._verdict(json.loads(oracle.answer(chat("threadrag_sufficient", question=q,
-                                                            context=f"{HOP1}\n\n{HOP2}")))) == (True, [])
+    assert threadrag_agent.parse_verdict(json.loads(oracle.answer(chat("threadrag_sufficient", question=q,
+                                                                       context=f"{HOP1}\n\n{HOP2}")))) == (True, [])
     assert short_answer(oracle.answer(chat("threadrag_answer", question=q, context=both))) == "20 March 851"
 
 

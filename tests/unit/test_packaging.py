@@ -1,4 +1,4 @@
-"""The wheel ships the SQL, the migrations and the sample data; the code type-checks."""
+"""The wheel ships the SQL, the migrations and the sample data; the code type-checks and lints clean."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_wheel_contains_sql_migrations_and_data(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(ROOT)],
         check=True, capture_output=True)
     [wheel] = tmp_path.glob("pgrag_multihop-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -34,4 +35,11 @@ def test_wheel_contains_sql_migrations_and_data(tmp_path):
 @pytest.mark.slow  # a cold mypy run over the package takes minutes on two cores
 def test_mypy_passes():
     result = subprocess.run([sys.executable, "-m", "mypy", "pgrag"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_passes():
+    """ruff (pyproject.toml's [tool.ruff]) finds nothing in the package, the tests or the scripts; seconds, so fast."""
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "pgrag", "tests", "scripts"], cwd=ROOT,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 import pgrag
-from pgrag.bench.timing import _LOAD_QUERY
 from pgrag import bulk
+from pgrag.bench.timing.load import _LOAD_QUERY
 from pgrag.queries import parse, parse_files, queries, query_files
 
 # Every way the package runs a named query with a literal name: query("x") and the

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from pgrag.bench.evaluate import corpus_name_for, load_questions
 from pgrag.exceptions import InputError
+
 
 def test_the_benchmark_questions_load(bench_2wiki):
     questions = load_questions(bench_2wiki / "questions.jsonl")

@@ -44,7 +44,8 @@ def test_past_the_block_limit_a_delta_asks_for_a_fold(monkeypatch):
     monkeypatch.setattr(delta, "MAX_VECTOR_BLOCKS", 2)
     tf = sp.csc_matrix((3, 2))
     index = Postings(version=1, chunk_ids=np.array([1, 2, 3]), tf=tf, lengths=np.ones(3, dtype=np.int64),
-                     documents=np.arange(3), df=np.zeros(2, dtype=np.int64), vectors=Vectors.of(np.array([1, 2, 3]), rows([1, 2, 3])))
+                     documents=np.arange(3), df=np.zeros(2, dtype=np.int64),
+                     vectors=Vectors.of(np.array([1, 2, 3]), rows([1, 2, 3])))
     assert not wants_fold(index)
     more = Vectors.of(np.array([1, 2]), rows([1, 2])).added(np.array([3]), rows([3])).added(np.array([4]), rows([4]))
     assert wants_fold(dataclasses.replace(index, vectors=more))

@@ -1,0 +1,153 @@
+"""The reading plan of one question, from its gold record alone: its entities
+(named by the question, or given a placeholder) and its triples."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .gold import Gold
+from .matching import contains, normalise
+
+
+def _key(surface: str) -> str:
+    return normalise(re.sub(r"\([^)]*\)", " ", surface))
+
+
+def _same(a: str, b: str) -> bool:
+    """Two gold surfaces of one entity: equal keys, or one a prefix of the other
+    at a word boundary ("Christian August" / "Christian August, Prince of ...")."""
+    ka, kb = _key(a), _key(b)
+    return bool(ka and kb) and (ka == kb or ka.startswith(kb + " ") or kb.startswith(ka + " "))
+
+
+# -- the reading plan of one question -------------------------------------------
+
+@dataclass(kw_only=True)
+class Entity:
+    surfaces: list[str]                 # gold forms first; the question's wording when it names it
+    asked: str | None = None            # the question's wording, when the question names it
+    placeholder: str | None = None      # T2RAG's name for it when the question does not
+
+    @property
+    def name(self) -> str:
+        return self.surfaces[0]
+
+    @property
+    def named(self) -> bool:
+        return self.asked is not None
+
+
+@dataclass(kw_only=True)
+class Plan:
+    gold: Gold
+    entities: list[Entity]
+    triples: list[tuple[int, str, int]]        # (subject entity, relation, object entity)
+
+    @property
+    def yes_no(self) -> bool:
+        return normalise(self.gold.answer) in ("yes", "no")
+
+
+def _slug(relation: str) -> str:
+    return "?" + ("_".join(re.sub(r"[^\w]+", " ", relation.casefold()).split()) or "x")
+
+
+_QUESTION_WORDS = {"who", "whom", "whose", "what", "which", "when", "where", "why", "how", "did", "does", "do",
+                   "is", "are", "was", "were"}
+_WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+
+def question_mention(question: str, surface: str) -> str | None:
+    """The question's own wording of an entity it names in another form ("Maurice,
+    Prince Of Orange" for "Maurice of Nassau"): the window of question words
+    with the best word overlap (F1 at least 0.5), extended over following
+    capitalised words; a final possessive is dropped."""
+    words = [(m.start(), m.end(), normalise(re.sub(r"['’]s$", "", m.group()))) for m in _WORDS.finditer(question)]
+    target = normalise(surface).split()
+    if not words or not target:
+        return None
+    best: tuple[float, int, int, int] | None = None
+    for i in range(len(words)):
+        for j in range(i, min(len(words), i + len(target) + 3)):
+            window = [w for _, _, w in words[i:j + 1]]
+            common = sum(min(window.count(t), target.count(t)) for t in set(target))
+            if not common:
+                continue
+            p, r = common / len(window), common / len(target)
+            f1 = 2 * p * r / (p + r)
+            if best is None or (f1, j - i) > (best[0], best[2] - best[1]):
+                best = (f1, i, j, common)
+    if best is None or best[0] < 0.5:
+        return None
+    _, i, j = best[:3]
+
+    def capital(n: int) -> bool:
+        return question[words[n][0]].isupper() or question[words[n][0]].isdigit()
+
+    while i < j and not capital(i):                 # "of Maurice" -> "Maurice"
+        i += 1
+    while i > 1 and capital(i - 1) and words[i - 1][2] not in _QUESTION_WORDS:
+        i -= 1                                      # "Ferdinand" -> "Prince Ferdinand"
+    while j + 1 < len(words) and (capital(j + 1) or (
+            words[j + 1][2] == "of" and j + 2 < len(words) and capital(j + 2))):
+        j += 1                                      # "Maurice, Prince Of" -> "... Of Orange"
+    text = question[words[i][0]:words[j][1]]
+    return re.sub(r"['’]s$", "", text).strip() or None
+
+
+def _clean(surface: str) -> str:
+    return " ".join(surface.split()).strip("\"'“”‘’ ")
+
+
+def plan_for(gold: Gold) -> Plan:
+    """Entities and triples of a gold record, each entity marked named (the
+    question names it) or given a placeholder, from the record alone."""
+    entities: list[Entity] = []
+
+    def entity(surface: str) -> int:
+        for i, e in enumerate(entities):
+            if any(_same(surface, s) for s in e.surfaces):
+                if surface not in e.surfaces:
+                    e.surfaces.append(surface)
+                return i
+        entities.append(Entity(surfaces=[surface]))
+        return len(entities) - 1
+
+    # Subjects first; an object is the entity of a subject when it is one (the
+    # bridge of a chain, which the question's structure implies), else an entity
+    # of its own: two values that happen to be equal (the same country) must not
+    # share a placeholder, or the decomposition would tell the answer.
+    subjects = [entity(_clean(s)) for s, _r, _o in gold.evidences]
+    n_subjects = len(entities)
+    triples = []
+    for s, (_s, r, o) in zip(subjects, gold.evidences):
+        o = _clean(o)
+        match = next((i for i in range(n_subjects) if any(_same(o, x) for x in entities[i].surfaces)), None)
+        if match is None:
+            entities.append(Entity(surfaces=[o]))
+            match = len(entities) - 1
+        elif o not in entities[match].surfaces:
+            entities[match].surfaces.append(o)
+        triples.append((s, r, match))
+    objects = {o for _, _, o in triples}
+    for i, e in enumerate(entities):
+        e.asked = next((s for s in e.surfaces if contains(gold.question, s)), None)
+        if e.asked is None and i not in objects:       # a question entity worded otherwise
+            mention = question_mention(gold.question, e.name)
+            if mention:
+                e.surfaces.append(mention)
+                e.asked = mention
+    taken: set[str] = set()
+    for i, e in enumerate(entities):
+        if e.named:
+            continue
+        relation = next((r for _, r, o in triples if o == i), "entity")
+        name, n = _slug(relation), 1
+        while name in taken:
+            n += 1
+            name = f"{_slug(relation)}_{n}"
+        taken.add(name)
+        e.placeholder = name
+    return Plan(gold=gold, entities=entities, triples=triples)
+

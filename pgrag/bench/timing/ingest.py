@@ -1,0 +1,73 @@
+"""``pgrag bench ingest``: one ingest's wall time split into neural embedding,
+spaCy and everything else."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...database import Database
+from ...sources import load_path
+
+
+def ingest_benchmark(db: Database, corpus_file: Path, *, limit: int | None = None,
+                     batch_size: int | None = None, progress: bool = True,
+                     methods: Sequence[str] = (), model_runtimes: Sequence[str | None] = (None,)) -> dict[str, Any]:
+    """Ingest ``corpus_file`` into a fresh corpus and report the split of the wall
+    time: neural embedding, spaCy (sentences, NER) and everything else. The corpus
+    maintains the families ``methods`` need (ThreadRAG's semantic nodes, whose
+    share is ``node_embedding_seconds``), else none. ``model_runtimes``: one
+    ingest per entry with this process's models there (config.set_model_runtime;
+    None: as configured), side by side as "runs" when there are several."""
+    from ...config import set_model_runtime
+
+    runs = []
+    for runtime in model_runtimes:
+        set_model_runtime(runtime)
+        try:
+            runs.append({"model_runtime": runtime or "as configured",
+                         **_ingest_run(db, corpus_file, limit, batch_size, progress, methods)})
+        finally:
+            set_model_runtime(None)
+    return runs[0] if len(runs) == 1 else {"runs": runs}
+
+
+def _ingest_run(db: Database, corpus_file: Path, limit: int | None, batch_size: int | None, progress: bool,
+                methods: Sequence[str]) -> dict[str, Any]:
+    docs = load_path(corpus_file)
+    if limit:
+        docs = docs[:limit]
+    digest = hashlib.sha256(corpus_file.read_bytes()).hexdigest()[:12]
+    name = f"bench-ingest-{digest}-{len(docs)}"
+    if any(c["name"] == name for c in db.corpora()):
+        db.drop_corpus(name)
+    kb = db.corpus(name)
+    _ = kb.embedder  # load the model before the clock starts
+    report = kb.ingest(docs, batch_size=batch_size, progress=progress, methods=methods)
+    return {
+        "corpus_file": str(corpus_file),
+        "corpus": name,
+        "documents": report.added,
+        "sentences": report.sentences,
+        "chunks": report.chunks,
+        "entities": report.entities,
+        "families": list(kb.families),
+        "semantic_nodes": report.nodes,
+        "node_embedding_seconds": round(report.node_embedding_seconds, 3),
+        "name_vectors": report.names,
+        "name_embedding_seconds": round(report.name_embedding_seconds, 3),
+        "total_seconds": round(report.total_seconds, 3),
+        "embedding_seconds": round(report.embedding_seconds, 3),
+        "nlp_seconds": round(report.nlp_seconds, 3),
+        "other_seconds": round(report.other_seconds, 3),
+        "other_to_embedding": round(report.other_seconds / report.embedding_seconds, 4)
+        if report.embedding_seconds else None,
+        "docs_per_second": round(report.added / report.total_seconds, 2) if report.total_seconds else None,
+        "embedding_model": kb.info.embedding_model,
+        "machine": {"python": platform.python_version(), "processor": platform.machine(),
+                    "cpus": os.cpu_count()},
+    }

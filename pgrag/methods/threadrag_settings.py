@@ -1,0 +1,48 @@
+"""ThreadRAG's settings (``pgrag.methods.threadrag``): its options, with the
+paper's defaults where it gives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..nlp import NAME_LABELS
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadragSettings:
+    """The paper's defaults where it gives them (3 anchors, 5 documents, 3
+    iterations, threshold 0.01, §4.4); the rest are pgrag's choices."""
+
+    anchors: int = 3
+    documents: int = 5               # documents per retrieval round
+    iterations: int = 3              # agent rounds (with an LLM)
+    threshold: float = 0.01          # prune nodes whose energy is below this
+    decay: float = 0.5               # share of its energy a node passes on per round
+    steps: int = 3                   # diffusion rounds
+    narrative_weight: float = 1.0
+    semantic_weight: float = 0.8
+    lexical_weight: float = 0.6
+    semantic_top_m: int = 3
+    semantic_threshold: float = 0.5
+    rare_df: int = 50                # a term is rare when at most this many chunks hold it
+    lexical_saturation: int = 2      # shared keys for a full-strength lexical edge
+    entity_weight: float = 0.5       # anchor score = cosine + entity_weight * entity match
+    local_weight: float = 1.0        # provenance: documents retrieved for the question
+    remote_weight: float = 0.7       # provenance: documents from targeted (entity) retrieval
+    entity_documents: int = 1        # documents per question entity in the first round
+    retrieval: str = "hybrid"        # hybrid (BM25 + dense, RRF), dense or bm25
+    depth: int = 50                  # chunks pooled when retrieving documents
+    fill: bool = True                # after the paths, the other candidates by energy
+    max_context_chars: int = 6000    # evidence passed to the LLM
+    entity_labels: tuple[str, ...] = NAME_LABELS
+    capitalised: bool = True         # no LLM: add runs of capitalised words to spaCy's entities
+    bridge_entities: int = 3         # no LLM: entities of the top documents retrieved for (0: off)
+    bridge_from: int = 1             # ... taken from this many top question documents
+
+    def __post_init__(self) -> None:
+        if self.anchors < 1 or self.documents < 1 or self.iterations < 1 or self.steps < 0:
+            raise ValueError("anchors, documents and iterations must be at least 1, steps at least 0")
+        if not 0 <= self.decay <= 1:
+            raise ValueError("decay must be in [0, 1]")
+        if self.retrieval not in ("hybrid", "dense", "bm25"):
+            raise ValueError("retrieval must be 'hybrid', 'dense' or 'bm25'")
