@@ -58,7 +58,7 @@ test-fast: install
 
 # Lint: ruff (pyproject.toml's [tool.ruff]; a checker, no formatter) and mypy.
 lint: $(STAMP)
-	$(BIN)/ruff check pgrag tests scripts
+	$(BIN)/ruff check pgrag tests scripts examples
 	$(BIN)/mypy pgrag
 
 bench: install

@@ -38,7 +38,8 @@ def main(dsn: str, corpus: str) -> None:
         found = retriever.invoke(QUESTION)
         show("tigrag", found)
         # the same retriever kept to two documents (docs/filters.md)
-        show("filtered", retriever.invoke(QUESTION, filter={"$external_id": {"$in": ["Lothair II", "Inherent Vice (film)"]}}))
+        two = {"$external_id": {"$in": ["Lothair II", "Inherent Vice (film)"]}}
+        show("filtered", retriever.invoke(QUESTION, filter=two))
     show("async", asyncio.run(asynchronous(dsn, corpus)))
     loaded = [m for m in ("torch", "sentence_transformers", "onnxruntime", "spacy") if m in sys.modules]
     print(f"models loaded here: {loaded}")

@@ -10,8 +10,16 @@ from typing import Any
 import click
 
 from .. import methods as method_registry
-from .common import (PgragGroup, admin_dsn, corpus_file_option, dsn_option, ingest_methods, method_list,
-                     open_database, questions_option)
+from .common import (
+    PgragGroup,
+    admin_dsn,
+    corpus_file_option,
+    dsn_option,
+    ingest_methods,
+    method_list,
+    open_database,
+    questions_option,
+)
 
 
 def _echo_json(result: dict[str, Any], out: Path | None) -> None:
@@ -193,7 +201,8 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: f
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
-        pgrag bench load --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --clients 8 --seconds 60 --out load.json
+        pgrag bench load --corpus-file ../shared/bench/2wiki/corpus.json
+        --questions ../shared/bench/2wiki/questions.jsonl --clients 8 --seconds 60 --out load.json
     """
     from ..bench.timing import load_benchmark
 

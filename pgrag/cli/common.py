@@ -126,7 +126,8 @@ def method_list(ctx: click.Context | None, param: click.Parameter | None, value:
     unknown = [n for n in names if n not in method_registry.names()]
     if unknown or not names:
         raise click.BadParameter(
-            f"unknown method(s) {', '.join(unknown) or '(none given)'}; available: {', '.join(method_registry.names())}")
+            f"unknown method(s) {', '.join(unknown) or '(none given)'}; "
+            f"available: {', '.join(method_registry.names())}")
     return list(dict.fromkeys(names))
 
 

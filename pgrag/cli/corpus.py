@@ -12,15 +12,15 @@ from typing import Any
 import click
 
 from .. import methods as method_registry
-from .common import (dsn_option, echo_json, ingest_methods, json_option, llm_options, llm_settings,
-                     open_database)
+from .common import dsn_option, echo_json, ingest_methods, json_option, llm_options, llm_settings, open_database
 from .render import extraction_line, nodes_line, render_hit
 
 
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--corpus", "-c", required=True, help="Corpus name (created on first use).")
-@click.option("--model", default=None, help="Embedding model for a new corpus (default: $PGRAG_EMBEDDING_MODEL or all-MiniLM-L6-v2).")
+@click.option("--model", default=None,
+              help="Embedding model for a new corpus (default: $PGRAG_EMBEDDING_MODEL or all-MiniLM-L6-v2).")
 @click.option("--batch-size", type=int, default=None, help="Documents per transaction (default 64).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--triples", type=click.Choice(["spacy", "llm"]), default=None,

@@ -47,9 +47,11 @@ def _demo(k: int, dsn: str | None, settings: Any) -> None:
             current = a.question["id"]
             click.echo("")
             click.echo(click.style(f"Q: {a.question['question']}", bold=True))
-            click.echo(f"   gold answer: {a.question['answer']}; gold documents: {', '.join(a.question['supporting_titles'])}")
+            gold = ", ".join(a.question["supporting_titles"])
+            click.echo(f"   gold answer: {a.question['answer']}; gold documents: {gold}")
         trace = a.hits.trace
-        cost = f", {trace.llm_calls} LLM calls, {trace.prompt_tokens}+{trace.completion_tokens} tokens" if trace.llm_calls else ""
+        cost = (f", {trace.llm_calls} LLM calls, {trace.prompt_tokens}+{trace.completion_tokens} tokens"
+                if trace.llm_calls else "")
         click.echo(click.style(f"  [{a.method}]", fg="cyan") + f" {sum(trace.timings_ms.values()):.1f} ms{cost}")
         if a.hits.answer is not None:
             answer = a.hits.answer if len(a.hits.answer) <= 200 else a.hits.answer[:197] + "..."

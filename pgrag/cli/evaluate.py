@@ -9,8 +9,16 @@ from pathlib import Path
 import click
 
 from .. import methods as method_registry
-from .common import (corpus_file_option, dsn_option, int_list, llm_options, llm_settings, method_list,
-                     open_database, questions_option)
+from .common import (
+    corpus_file_option,
+    dsn_option,
+    int_list,
+    llm_options,
+    llm_settings,
+    method_list,
+    open_database,
+    questions_option,
+)
 
 
 @click.command("eval")
@@ -51,12 +59,15 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     The corpus is indexed once, under a name derived from the file's content, and
     reused by later runs. Example:
 
-        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid --out report.json --markdown report.md --plot report.png
+        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json
+        --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid
+        --out report.json --markdown report.md --plot report.png
 
     With --oracle the answering methods (t2rag, cirag, threadrag) get the oracle
     reader instead of an LLM:
 
-        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --methods t2rag,cirag,threadrag --oracle --out r.json
+        pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json
+        --questions ../shared/bench/2wiki/questions.jsonl --methods t2rag,cirag,threadrag --oracle --out r.json
     """
     from ..bench import evaluate
     from ..bench.report import markdown_report, plot_recall
@@ -99,7 +110,8 @@ def export_trajectories(corpus: str, questions_file: Path, out: Path, limit: int
     """Run CIRAG with an LLM (the teacher) and write each integration step as a
     chat fine-tuning record: {"messages": [system, user, assistant], "meta": {...}}.
 
-        pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
+        pgrag export-trajectories --corpus 2wiki --questions questions.jsonl --out traj.jsonl
+        --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-7b
     """
     from ..bench import evaluate
     from ..bench.trajectories import export_trajectories as export

@@ -23,5 +23,6 @@ from .prepare import Prepared, describe, prepare, prepare_each
 from .report import IngestReport
 from .write import update_metadata, write_prepared
 
-__all__ = ["Change", "IngestReport", "Prepared", "Stored", "change_of", "describe", "index_pending", "ingest", "prefetches",
-           "prepare", "prepare_each", "read_states", "states_in", "unchanged", "update_metadata", "write_prepared"]
+__all__ = ["Change", "IngestReport", "Prepared", "Stored", "change_of", "describe", "index_pending", "ingest",
+           "prefetches", "prepare", "prepare_each", "read_states", "states_in", "unchanged", "update_metadata",
+           "write_prepared"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..index.postings import B, K1
+from ..index.postings import K1, B
 from ..results import Hits, Trace
 from .spec import MethodSpec
 

@@ -7,7 +7,6 @@ error page."""
 from __future__ import annotations
 
 import json
-
 import threading
 from typing import TYPE_CHECKING, Any
 

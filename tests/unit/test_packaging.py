@@ -39,7 +39,8 @@ def test_mypy_passes():
 
 
 def test_ruff_passes():
-    """ruff (pyproject.toml's [tool.ruff]) finds nothing in the package, the tests or the scripts; seconds, so fast."""
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "pgrag", "tests", "scripts"], cwd=ROOT,
-                            capture_output=True, text=True)
+    """ruff (pyproject.toml's [tool.ruff]) finds nothing in the package, the tests, the scripts or the
+    examples; seconds, so fast."""
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "pgrag", "tests", "scripts", "examples"],
+                            cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
