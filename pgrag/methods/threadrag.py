@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..index.cache import ranking_index
 from ..results import Hits, Trace
 from .spec import MethodSpec
 from .threadrag_agent import check_sufficiency, final_answer, question_entities
@@ -102,7 +101,7 @@ def _run(ctx: "Context", question: str, k: int, settings: ThreadragSettings, llm
     vectors = encode_names(ctx, [question], entities, trace)
     q_vec = vectors[0]
     budget = settings.entity_documents * len(entities)
-    state = State(index=ranking_index(ctx.db, ctx.id))
+    state = State(index=ctx.ranking_index())
     ranked, documents = rankings(ctx, [question, *entities], vectors,
                                  [pool_depth(settings, settings.documents)]
                                  + [pool_depth(settings, entity_share(budget, entities))] * len(entities),
@@ -227,4 +226,4 @@ def _hits(ctx: "Context", state: State, found: Pathfinding, k: int, settings: Th
 
 
 SPEC = MethodSpec(name="threadrag", run=run, settings=ThreadragSettings(), takes_llm=True, answers=True,
-                  family="threadrag")
+                  family="threadrag", filters=True)

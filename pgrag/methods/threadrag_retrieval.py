@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..index.cache import RankingIndex, ranking_index
+from ..exceptions import InputError
+from ..index.cache import RankingIndex
 from ..nlp import name_key
 from ..results import Trace
 from ..semantic import as_array
@@ -70,7 +71,7 @@ def rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depths
     ``index``: the question's ranking index (read here when not given)."""
     t0 = time.perf_counter()
     lists: list[list[list[int]]] = [[] for _ in texts]
-    index = index if index is not None else ranking_index(ctx.db, ctx.id)
+    index = index if index is not None else ctx.ranking_index()
     if settings.retrieval in ("hybrid", "bm25"):
         columns = [[index.graph.index[t] for t in terms if t in index.graph.index]
                    for terms in ctx.tokenize_many(texts)]
@@ -83,6 +84,9 @@ def rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depths
         for ranked, (ids, _), depth in zip(lists, nearest, depths):
             ranked.append(ids[:depth])
     elif settings.retrieval in ("hybrid", "dense"):
+        if ctx.scope is not None:   # pgrag.dense's HNSW has no filter: refused, not run unfiltered
+            raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by threadrag "
+                             "(its HNSW search has no filter)")
         for depth in sorted(set(depths)):
             at = [i for i, d in enumerate(depths) if d == depth]
             dense: list[list[int]] = [[] for _ in at]
@@ -175,7 +179,7 @@ def add_nodes(ctx: "Context", state: State, groups: list[list[int]], settings: T
                                               "labels": list(settings.entity_labels)})
     group_of = {d: i for i, group in enumerate(groups) for d in group}
     rows.sort(key=lambda r: group_of[r[1]])   # stable: the query's order within a group
-    index = state.index if state.index is not None else ranking_index(ctx.db, ctx.id)
+    index = state.index if state.index is not None else ctx.ranking_index()
     rare = rare_terms(index, [r[9] for r in rows], settings.rare_df)
     state.nodes.extend(Node(node_id=r[0], document_id=r[1], title=r[2], ordinal=r[3], char_start=r[4],
                             char_end=r[5], text=r[6], embedding=as_array(r[7]),

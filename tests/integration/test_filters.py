@@ -24,7 +24,7 @@ QUESTION = "When did Lothair II's mother die?"
 # words in every document, so that bm25 too has something to find under each filter
 BROAD = "When did Lothair II's mother die, where was the rapper born, which singles, which river valley?"
 
-database_uri = seeded_database("filtered", docs=DOCS)
+database_uri = seeded_database("filtered", docs=DOCS, methods=("threadrag",))
 
 
 @pytest.fixture
@@ -50,13 +50,25 @@ def chunk_documents(db, kb) -> dict[int, str]:
                                  "USING (corpus_id, document_id) WHERE c.corpus_id = %s", (kb.id,)).fetchall())
 
 
-def traced_chunks(trace) -> set[int]:
-    """Every chunk id a step of the trace names (pool tops, hop sources, links, backfill)."""
-    out: set[int] = set()
+def traced(trace) -> tuple[set[int], set[int]]:
+    """Every chunk id and document id a step of the trace names: TIGRAG's pool
+    tops, hop sources, links and backfill; ThreadRAG's documents and paths."""
+    chunks: set[int] = set()
+    documents: set[int] = set()
     for step in trace.steps:
         for key in ("top", "from_chunks", "chunks"):
-            out.update(int(c) for c in step.get(key) or ())
-    return out
+            chunks.update(int(c) for c in step.get(key) or ())
+        for key in ("all", "targeted", "documents"):
+            if isinstance(step.get(key), list) and step["step"] != "filter":
+                documents.update(int(d) for d in step[key])
+        documents.update(int(p["document_id"]) for p in step.get("paths") or ())
+    return chunks, documents
+
+
+def external_ids(db, kb) -> dict[int, str]:
+    with db.transaction() as conn:
+        return dict(conn.execute("SELECT document_id, external_id FROM pgrag.document WHERE corpus_id = %s",
+                                 (kb.id,)).fetchall())
 
 
 SPECS = [{"kind": "music"}, {"year": {"$lt": 1000}}, {"$external_id": {"$in": ["long", "minaj"]}}]
@@ -69,8 +81,11 @@ def test_a_method_finds_only_inside_the_filter_and_its_trace_says_so(db, kb, met
     keep = allowed(spec)
     hits = kb.retrieve(BROAD, method=method, k=5, filter=spec)
     assert hits and {h.provenance.external_id for h in hits} <= keep
-    named = traced_chunks(hits.trace)
-    assert {owners[c] for c in named} <= keep, [s for s in hits.trace.steps if s.get("step") != "settings"]
+    chunks, documents = traced(hits.trace)
+    named = {owners[c] for c in chunks} | {external_ids(db, kb)[d] for d in documents}
+    assert named <= keep, [s for s in hits.trace.steps if s.get("step") != "settings"]
+    if method == "threadrag":
+        assert documents   # its trace names the documents it claimed
     assert hits.trace.steps[0] == {"step": "filter", "filter": spec,
                                    "documents": len(keep)}
     if method.startswith("tigrag"):
@@ -115,7 +130,7 @@ def test_a_bad_filter_is_a_clear_error_from_sql(database_uri):
 
 def test_a_method_without_filters_refuses_one(kb):
     with pytest.raises(InputError, match="does not take a filter yet; these do: .*tigrag"):
-        kb.retrieve(QUESTION, method="threadrag", k=5, filter={"kind": "music"})
+        kb.retrieve(QUESTION, method="t2rag", k=5, filter={"kind": "music"})
 
 
 def test_a_filter_that_matches_nothing_gives_no_hits(kb):
