@@ -181,8 +181,13 @@ class Context:
         if not texts:
             return []
         vectors = self.encode([t.replace("\x00", " ") for t in texts])
-        rows = self.db.fetchall("propositions", {"corpus": self.name, "embeddings": vectors,
-                                                 "unique_chunks": unique_chunks})
+        if self.scope is None:
+            rows = self.db.fetchall("propositions", {"corpus": self.name, "embeddings": vectors,
+                                                     "unique_chunks": unique_chunks})
+        else:   # the same pool inside a metadata filter's documents
+            rows = self.db.fetchall("propositions_within", {
+                "corpus_id": self.id, "embeddings": vectors, "unique_chunks": unique_chunks,
+                "document_ids": [int(d) for d in self.scope.documents]})
         return [Proposition(rank=r[0], triple_id=r[1], score=float(r[2]), subject=r[3], predicate=r[4],
                             object=r[5], text=r[6], extractor=r[7], chunk_id=r[8], document_id=r[9],
                             external_id=r[10], title=r[11], char_start=r[12], char_end=r[13], query=r[14])

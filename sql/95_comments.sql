@@ -27,8 +27,8 @@
 COMMENT ON FUNCTION pgrag.retrieve(text, text, text, integer, jsonb) IS
 'ranked chunks with provenance from any registered method (multi-hop in the server)
 Runs the same method code as kb.retrieve, inside the server (PL/Python). One row a hit, best first; details holds the method''s per-hit figures.
-Arguments: corpus (name); question (text, not empty); method (default ''tigrag''; any registered method or preset: dense, bm25, hybrid, tigrag and its presets, t2rag / threadrag / cirag retrieval without an LLM); k (hits, default 5, >= 1); options (the method''s settings as a JSON object, e.g. ''{"hops": 3}''; "filter": a metadata filter, docs/filters.md, taken by dense, bm25, hybrid, tigrag and threadrag).
-Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input (NULL or empty question, options not an object, k < 1, a bad filter or a method that takes none); PR007 the corpus does not maintain the method''s data (threadrag before pgrag.threadrag_index); PR011 model runtime unreachable; PR000 any other (an unknown or bad option).';
+Arguments: corpus (name); question (text, not empty); method (default ''tigrag''; any registered method or preset: dense, bm25, hybrid, tigrag and its presets, t2rag / threadrag / cirag retrieval without an LLM); k (hits, default 5, >= 1); options (the method''s settings as a JSON object, e.g. ''{"hops": 3}''; "filter": a metadata filter, docs/filters.md, taken by every method).
+Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input (NULL or empty question, options not an object, k < 1, a bad filter); PR007 the corpus does not maintain the method''s data (threadrag before pgrag.threadrag_index); PR011 model runtime unreachable; PR000 any other (an unknown or bad option).';
 
 COMMENT ON FUNCTION pgrag.retrieve_trace(text, text, text, integer, jsonb) IS
 'pgrag.retrieve''s hits as one JSON document, with the method''s trace

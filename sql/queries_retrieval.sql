@@ -213,3 +213,36 @@ SELECT document_id FROM pgrag.document
 WHERE corpus_id = %(corpus_id)s
   AND pgrag_internal.filterable(metadata, external_id) @@ %(path)s::jsonpath
 ORDER BY document_id;
+
+-- name: propositions_within
+-- pgrag.propositions inside a metadata filter (pgrag.filters): the same pool and
+-- cut (propositions by their best cosine over the queries, until they cover
+-- unique_chunks distinct chunks), over the triples of the filter's documents by
+-- an exact scan, since the triples' HNSW index cannot keep to a filter.
+WITH q AS (
+    SELECT u.v, u.i::integer AS query FROM unnest(%(embeddings)s::vector[]) WITH ORDINALITY AS u(v, i)
+),
+best AS (
+    SELECT DISTINCT ON (t.triple_id) t.triple_id, 1 - (t.embedding <=> q.v) AS cosine, q.query, t.chunk_id
+    FROM pgrag.chunk k
+    JOIN pgrag.triple t ON t.corpus_id = k.corpus_id AND t.chunk_id = k.chunk_id
+    CROSS JOIN q
+    WHERE k.corpus_id = %(corpus_id)s AND k.document_id = ANY (%(document_ids)s::bigint[])
+    ORDER BY t.triple_id, t.embedding <=> q.v, q.query
+),
+ranked AS (
+    SELECT b.*, row_number() OVER (ORDER BY b.cosine DESC, b.triple_id) AS pos,
+           row_number() OVER (PARTITION BY b.chunk_id ORDER BY b.cosine DESC, b.triple_id) = 1 AS first_of_chunk
+    FROM best b
+),
+covered AS (
+    SELECT r.*, sum(r.first_of_chunk::integer) OVER (ORDER BY r.pos) AS chunks_so_far FROM ranked r
+)
+SELECT c.pos::integer, t.triple_id, c.cosine, t.subject, t.predicate, t.object, t.proposition, t.extractor,
+       t.chunk_id, d.document_id, d.external_id, d.title, t.char_start, t.char_end, c.query
+FROM covered c
+JOIN pgrag.triple t ON t.corpus_id = %(corpus_id)s AND t.triple_id = c.triple_id
+JOIN pgrag.chunk k ON k.corpus_id = %(corpus_id)s AND k.chunk_id = t.chunk_id
+JOIN pgrag.document d ON d.corpus_id = %(corpus_id)s AND d.document_id = k.document_id
+WHERE c.chunks_so_far - c.first_of_chunk::integer < %(unique_chunks)s
+ORDER BY c.pos;

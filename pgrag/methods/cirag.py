@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
+from ..exceptions import InputError
 from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
 from .spec import MethodSpec
@@ -175,9 +176,10 @@ def construct(ctx: "Context", query: str, settings: CiragSettings, llm: "LLM | N
     t0 = time.perf_counter()
     vector = ctx.encode([query])[0]
     t1 = time.perf_counter()
-    docs = ctx.db.fetchall("cirag_documents", {"corpus": ctx.name, "embedding": vector,
-                                              "documents": settings.documents,
-                                              "query": query if settings.fusion else None})
+    docs = (_documents_within(ctx, query, vector, settings) if ctx.scope is not None else
+            ctx.db.fetchall("cirag_documents", {"corpus": ctx.name, "embedding": vector,
+                                                "documents": settings.documents,
+                                                "query": query if settings.fusion else None}))
     doc_ids = [d[1] for d in docs]
     t2 = time.perf_counter()
     extracted = _extract_missing(ctx, doc_ids, settings, llm, extractor, trace) if doc_ids else 0
@@ -195,6 +197,33 @@ def construct(ctx: "Context", query: str, settings: CiragSettings, llm: "LLM | N
     trace.step("construct", round=number, query=query, documents=len(docs), extracted_chunks=extracted,
                candidates=len(candidates), top=[c.text for c in candidates[:5]])
     return Round(number=number, query=query, candidates=candidates, documents=[(d[1], d[3]) for d in docs])
+
+
+def _documents_within(ctx: "Context", query: str, vector: Any,
+                      settings: CiragSettings) -> list[tuple[int, int, float, int]]:
+    """``pgrag_internal.cirag_documents`` inside a metadata filter: (rank,
+    document, score, its best chunk) by the best chunk's cosine, or by the RRF
+    of dense and BM25 with ``fusion``, from the filtered ranking index (the SQL
+    function's HNSW scan has no filter)."""
+    depth = max(settings.documents * 4, 40)
+    postings = ctx.ranking_index().postings
+    nearest = postings.nearest([vector], depth)
+    if nearest is None:
+        raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by cirag "
+                         "(its HNSW search has no filter)")
+    ids, scores = nearest[0]
+    if settings.fusion:   # imported here: an unfiltered CIRAG needs neither module
+        from .bm25 import ranking as bm25_ranking
+        from .hybrid import fuse
+
+        fused = fuse([bm25_ranking(ctx, query, depth)[0], ids])[:depth]
+        ids, scores = [c for c, _ in fused], [s for _, s in fused]
+    owner = postings.documents_of(ids)
+    best: dict[int, tuple[float, int]] = {}
+    for chunk_id, score in zip(ids, scores):   # best first: a document's first chunk is its best
+        best.setdefault(owner[chunk_id], (score, chunk_id))
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[: settings.documents]
+    return [(rank, d, score, chunk_id) for rank, (d, (score, chunk_id)) in enumerate(ranked, start=1)]
 
 
 def _extract_missing(ctx: "Context", doc_ids: list[int], settings: CiragSettings, llm: "LLM | None",
@@ -452,4 +481,4 @@ def _unique(items: list[Any], key: Any) -> list[Any]:
 
 
 SPEC = MethodSpec(name="cirag", run=run, settings=CiragSettings(), needs_triples=True, takes_llm=True,
-                  answers=True)
+                  answers=True, filters=True)

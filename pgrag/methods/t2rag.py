@@ -400,4 +400,4 @@ def _hits(ctx: "Context", found: list[tuple[int, Proposition]], k: int, trace: T
 
 
 SPEC = MethodSpec(name="t2rag", run=run, settings=T2ragSettings(), needs_triples=True, takes_llm=True,
-                  answers=True)
+                  answers=True, filters=True)

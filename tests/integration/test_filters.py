@@ -24,7 +24,7 @@ QUESTION = "When did Lothair II's mother die?"
 # words in every document, so that bm25 too has something to find under each filter
 BROAD = "When did Lothair II's mother die, where was the rapper born, which singles, which river valley?"
 
-database_uri = seeded_database("filtered", docs=DOCS, methods=("threadrag",))
+database_uri = seeded_database("filtered", docs=DOCS, methods=("threadrag",), triples=True)
 
 
 @pytest.fixture
@@ -56,8 +56,8 @@ def traced(trace) -> tuple[set[int], set[int]]:
     chunks: set[int] = set()
     documents: set[int] = set()
     for step in trace.steps:
-        for key in ("top", "from_chunks", "chunks"):
-            chunks.update(int(c) for c in step.get(key) or ())
+        for key in ("top", "from_chunks", "chunks"):   # CIRAG's "top" holds texts, not ids
+            chunks.update(c for c in step.get(key) or () if isinstance(c, int))
         for key in ("all", "targeted", "documents"):
             if isinstance(step.get(key), list) and step["step"] != "filter":
                 documents.update(int(d) for d in step[key])
@@ -128,9 +128,22 @@ def test_a_bad_filter_is_a_clear_error_from_sql(database_uri):
     assert "unknown filter operator '$between' on 'year'" in str(caught.value)
 
 
+def test_every_method_takes_a_filter():
+    assert FILTERED == sorted(methods.registry())   # the refusal below guards methods registered without one
+
+
+def _never_run(*_args):
+    raise AssertionError("a method refused a filter only after running")
+
+
 def test_a_method_without_filters_refuses_one(kb):
-    with pytest.raises(InputError, match="does not take a filter yet; these do: .*tigrag"):
-        kb.retrieve(QUESTION, method="t2rag", k=5, filter={"kind": "music"})
+    spec = methods.MethodSpec(name="unfiltered", run=_never_run)
+    methods.register(spec)
+    try:
+        with pytest.raises(InputError, match="'unfiltered' does not take a filter yet; these do: .*tigrag"):
+            kb.retrieve(QUESTION, method="unfiltered", k=5, filter={"kind": "music"})
+    finally:
+        methods.unregister("unfiltered")
 
 
 def test_a_filter_that_matches_nothing_gives_no_hits(kb):
