@@ -157,6 +157,20 @@ class Context:
             trace.time("embed", t0)
         return out
 
+    def nearest_within(self, vectors: Sequence[Any], depth: int) -> list[tuple[list[int], list[float]]]:
+        """For each vector, its ``depth`` nearest chunks inside the filter, best
+        first, with their cosines: where the ranking index holds too many chunks
+        to rank them in memory (``Postings.nearest`` gives None), pgvector's HNSW
+        scan kept to the filter's documents."""
+        if self.scope is None:
+            raise PgragError("internal error: nearest_within without a filter")
+        out = []
+        for vector in vectors:
+            rows = self.db.fetchall("dense_within", {"corpus_id": self.id, "embedding": vector, "k": depth,
+                                                     "document_ids": [int(d) for d in self.scope.documents]})
+            out.append(([int(r[0]) for r in rows], [float(r[2]) for r in rows]))
+        return out
+
     def tokenize(self, text: str) -> list[str]:
         """The token pipeline (SQL ``pgrag.tokenize``), as ingest and queries use it."""
         return list(self.db.fetch_row("tokenize", {"text": text})[0])

@@ -121,6 +121,37 @@ BEGIN
 END
 $$;
 
+-- pgrag.dense inside a metadata filter (pgrag.filters, the documents given),
+-- for corpora past the size the ranking index ranks in memory: the same HNSW
+-- scan, which pgvector's iterative scan continues until k chunks of those
+-- documents are found (relaxed order, so the rows are sorted again here).
+CREATE OR REPLACE FUNCTION pgrag_internal.dense_within(p_corpus bigint, query_embedding vector, k integer,
+                                                      document_ids bigint[])
+RETURNS TABLE (chunk_id bigint, document_id bigint, score float8)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    dim integer;
+    previous_ef text := current_setting('hnsw.ef_search', true);
+    previous_scan text := current_setting('hnsw.iterative_scan', true);
+BEGIN
+    SELECT c.embedding_dim INTO dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
+    PERFORM set_config('hnsw.ef_search', least(greatest(k,
+        coalesce(nullif(current_setting('pgrag.ef_search', true), '')::integer, 200)), 1000)::text, true);
+    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    RETURN QUERY EXECUTE format(
+        'SELECT s.chunk_id, s.document_id, 1 - s.d
+         FROM (SELECT c.chunk_id, c.document_id, c.embedding::vector(%s) <=> $2 AS d
+               FROM pgrag.chunk c WHERE c.corpus_id = $1 AND c.document_id = ANY ($4)
+               ORDER BY c.embedding::vector(%s) <=> $2 LIMIT $3) s
+         ORDER BY s.d, s.chunk_id', dim, dim)
+        USING p_corpus, query_embedding, greatest(k, 0), document_ids;
+    PERFORM set_config('hnsw.ef_search', coalesce(previous_ef, '40'), true);
+    PERFORM set_config('hnsw.iterative_scan', coalesce(previous_scan, 'off'), true);
+END
+$$;
+
 -- Hybrid baseline: BM25 and dense fused by reciprocal rank fusion,
 -- score(c) = sum over the two lists of 1 / (rrf_k + rank(c)), ranks from 1. Each list
 -- contributes its top `depth` chunks; a chunk missing from a list adds nothing for it.

@@ -246,3 +246,9 @@ JOIN pgrag.chunk k ON k.corpus_id = %(corpus_id)s AND k.chunk_id = t.chunk_id
 JOIN pgrag.document d ON d.corpus_id = %(corpus_id)s AND d.document_id = k.document_id
 WHERE c.chunks_so_far - c.first_of_chunk::integer < %(unique_chunks)s
 ORDER BY c.pos;
+
+-- name: dense_within
+-- Nearest chunks inside a metadata filter's documents past the in-memory ranking
+-- index's size (pgrag_internal.dense_within: HNSW with pgvector's iterative scan).
+SELECT chunk_id, document_id, score
+FROM pgrag_internal.dense_within(%(corpus_id)s, %(embedding)s, %(k)s, %(document_ids)s::bigint[]);

@@ -51,6 +51,7 @@
 -- function pgrag_internal.cirag_triples_in(p_corpus bigint, query_embedding vector, document_ids bigint[], candidates integer, extractor text) RETURNS TABLE(rank integer, triple_id bigint, score double precision, subject text, predicate text, object text, proposition text, extractor text, chunk_id bigint, document_id bigint, document_rank integer, external_id text, title text, sentence_ordinal integer, char_start integer, char_end integer, sentence text)
 -- function pgrag_internal.corpus_id(corpus text) RETURNS bigint
 -- function pgrag_internal.corpus_visible(p_corpus bigint) RETURNS boolean
+-- function pgrag_internal.dense_within(p_corpus bigint, query_embedding vector, k integer, document_ids bigint[]) RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision)
 -- function pgrag_internal.ensure_chunk_index(p_corpus bigint) RETURNS void
 -- function pgrag_internal.ensure_hnsw_index(p_corpus bigint, p_table text) RETURNS void
 -- function pgrag_internal.ensure_triple_index(p_corpus bigint) RETURNS void

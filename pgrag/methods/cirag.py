@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
-from ..exceptions import InputError
 from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
 from .spec import MethodSpec
@@ -209,8 +208,7 @@ def _documents_within(ctx: "Context", query: str, vector: Any,
     postings = ctx.ranking_index().postings
     nearest = postings.nearest([vector], depth)
     if nearest is None:
-        raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by cirag "
-                         "(its HNSW search has no filter)")
+        nearest = ctx.nearest_within([vector], depth)
     ids, scores = nearest[0]
     if settings.fusion:   # imported here: an unfiltered CIRAG needs neither module
         from .bm25 import ranking as bm25_ranking

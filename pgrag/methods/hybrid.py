@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import InputError
 from ..results import Hits, Trace
 from .bm25 import ranking as bm25_ranking
 from .spec import MethodSpec
@@ -39,8 +38,7 @@ def run(ctx: "Context", question: str, k: int, _settings: Any = None) -> Hits:
     lexical, _, _ = bm25_ranking(ctx, question, depth)
     nearest = ctx.ranking_index().postings.nearest([vector], depth)
     if nearest is None and ctx.scope is not None:
-        raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by hybrid "
-                         "(its HNSW search has no filter)")
+        nearest = ctx.nearest_within([vector], depth)
     dense = nearest[0][0] if nearest is not None else [chunk_id for _, chunk_id, _ in ctx.db.fetchall(
         "dense_many", {"corpus": ctx.name, "embeddings": [vector], "k": depth})]
     fused = fuse([lexical, dense])[: max(k, 0)]

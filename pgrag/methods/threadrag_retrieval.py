@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import InputError
 from ..index.cache import RankingIndex
 from ..nlp import name_key
 from ..results import Trace
@@ -80,13 +79,12 @@ def rankings(ctx: "Context", texts: list[str], vectors: list[np.ndarray], depths
     documents: dict[int, int] = {}
     nearest = (index.postings.nearest(vectors, max(depths, default=0))
                if settings.retrieval in ("hybrid", "dense") else None)
+    if nearest is None and ctx.scope is not None and settings.retrieval in ("hybrid", "dense"):
+        nearest = ctx.nearest_within(vectors, max(depths, default=0))
     if nearest is not None:
         for ranked, (ids, _), depth in zip(lists, nearest, depths):
             ranked.append(ids[:depth])
     elif settings.retrieval in ("hybrid", "dense"):
-        if ctx.scope is not None:   # pgrag.dense's HNSW has no filter: refused, not run unfiltered
-            raise InputError("a filter on a corpus of more than 100,000 chunks is not supported yet by threadrag "
-                             "(its HNSW search has no filter)")
         for depth in sorted(set(depths)):
             at = [i for i, d in enumerate(depths) if d == depth]
             dense: list[list[int]] = [[] for _ in at]

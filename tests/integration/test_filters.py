@@ -202,3 +202,18 @@ def test_mcp_agrees_with_python(database_uri, kb):
     good, bad = anyio.run(session)
     assert [(h["provenance"]["chunk_id"], round(h["score"], 9)) for h in good["hits"]] == python_hits(kb)
     assert bad.is_error and "unknown filter operator '$like' on 'kind'" in str(bad.content)
+
+
+@pytest.mark.parametrize("method", ["dense", "hybrid", "threadrag", "cirag"])
+def test_past_the_in_memory_size_the_hnsw_scan_keeps_to_the_filter(monkeypatch, db, kb, method):
+    """Past EXACT_SEARCH_MAX_VECTORS chunks (here: any) the dense searches go
+    through pgvector's HNSW scan, iterative, inside the filter's documents."""
+    import pgrag.index.postings as postings
+
+    monkeypatch.setattr(postings, "EXACT_SEARCH_MAX_VECTORS", 0)
+    owners = chunk_documents(db, kb)
+    inside = sum(1 for ext in owners.values() if ext in {"minaj", "changed"})
+    hits = kb.retrieve(BROAD, method=method, k=inside + 2, filter={"kind": "music"})
+    assert hits and {h.provenance.external_id for h in hits} <= {"minaj", "changed"}
+    if method == "dense":
+        assert len(hits) == inside and hits.trace.steps[-1]["search"] == "hnsw, filtered"
