@@ -153,3 +153,13 @@ SELECT pgrag.delete_documents(%(corpus)s, %(ids)s::text[]);
 -- Internal ids of documents by external id.
 SELECT document_id FROM pgrag.document
 WHERE corpus_id = %(corpus_id)s AND external_id = ANY (%(ids)s);
+
+-- name: document_chunk_counts
+-- Every document of a corpus with its metadata and its number of chunks
+-- (pgrag bench filters labels them and counts the chunks a filter keeps).
+SELECT d.document_id, d.external_id, d.title, d.metadata, count(c.chunk_id)
+FROM pgrag.document d
+LEFT JOIN pgrag.chunk c ON c.corpus_id = d.corpus_id AND c.document_id = d.document_id
+WHERE d.corpus_id = %(corpus_id)s
+GROUP BY d.corpus_id, d.document_id
+ORDER BY d.document_id;

@@ -1,5 +1,6 @@
 """``pgrag bench``: timings and ratios measured in one run (pgrag.bench.timing,
-pgrag.bench.scale), printed as JSON."""
+pgrag.bench.scale, pgrag.bench.filters), printed as JSON (``filters``: a table,
+the JSON with --out)."""
 
 from __future__ import annotations
 
@@ -118,6 +119,40 @@ def bench_graph(corpus_file: Path, questions_file: Path, limit: int, out: Path |
 
     result = graph_benchmark(open_database(dsn), corpus_file, questions_file, limit=limit)
     _echo_json(result, out)
+
+
+@bench.command("filters")
+@corpus_file_option
+@questions_option
+@click.option("--buckets", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="The filter keeps documents whose bucket (0-99, a hash of the external id) is below this.")
+@click.option("--methods", "method_names", default="dense,bm25,hybrid,tigrag", show_default=True,
+              callback=method_list, help="Comma-separated methods that take a filter.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Hits per query.")
+@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Untimed questions before dense is timed.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--progress/--no-progress", default=True, help="Show progress bars.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
+@dsn_option
+def bench_filters(corpus_file: Path, questions_file: Path, buckets: int, method_names: list[str], k: int,
+                  warmup: int, limit: int | None, progress: bool, out: Path | None, dsn: str | None) -> None:
+    """Metadata filters on the eval corpus: labels every document, then per method
+    hits outside the filter, short results and Recall@k filtered against
+    unfiltered, and dense's filtered/unfiltered latency (pgrag/bench/filters.py). Example:
+
+        pgrag bench filters --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --out filters.json
+    """
+    from ..bench.filters import filters_benchmark, table
+
+    for name in method_names:
+        if not method_registry.get(name).filters:
+            raise click.BadParameter(f"method {name!r} does not take a filter", param_hint="--methods")
+    result = filters_benchmark(open_database(dsn), corpus_file, questions_file, buckets=buckets, k=k,
+                               method_names=method_names, warmup=warmup, limit=limit, progress=progress)
+    click.echo(table(result))
+    if out:
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 @bench.command("scale")
