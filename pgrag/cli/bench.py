@@ -141,7 +141,8 @@ def bench_filters(corpus_file: Path, questions_file: Path, buckets: int, method_
     hits outside the filter, short results and Recall@k filtered against
     unfiltered, and dense's filtered/unfiltered latency (pgrag/bench/filters.py). Example:
 
-        pgrag bench filters --corpus-file ../shared/bench/2wiki/corpus.json --questions ../shared/bench/2wiki/questions.jsonl --out filters.json
+        pgrag bench filters --corpus-file ../shared/bench/2wiki/corpus.json
+        --questions ../shared/bench/2wiki/questions.jsonl --out filters.json
     """
     from ..bench.filters import filters_benchmark, table
 
