@@ -68,14 +68,28 @@ def test_the_benchmark_keeps_every_hit_inside_the_filter(db, kb):
     assert again["methods"]["tigrag"] == result["methods"]["tigrag"]
 
 
-def test_a_method_without_filters_is_refused(db, kb):
+def _never_run(*_args):
+    raise AssertionError("a method without filters ran under one")
+
+
+@pytest.fixture
+def unfiltered():
+    """A method registered without filters=True (every built-in one takes a filter)."""
+    from pgrag import methods
+
+    methods.register(methods.MethodSpec(name="unfiltered", run=_never_run))
+    yield "unfiltered"
+    methods.unregister("unfiltered")
+
+
+def test_a_method_without_filters_is_refused(db, kb, unfiltered):
     from pgrag.exceptions import InputError
 
     with pytest.raises(InputError, match="does not take a filter"):
-        filter_benchmark(db, kb, QUESTIONS, method_names=["threadrag"])
+        filter_benchmark(db, kb, QUESTIONS, method_names=[unfiltered])
 
 
-def test_the_command_prints_its_table_and_writes_json(database_uri, tmp_path):
+def test_the_command_prints_its_table_and_writes_json(database_uri, tmp_path, unfiltered):
     from click.testing import CliRunner
 
     from pgrag.cli import main
@@ -96,5 +110,5 @@ def test_the_command_prints_its_table_and_writes_json(database_uri, tmp_path):
     data = json.loads(out.read_text())
     assert data["corpus"].startswith("eval-") and data["documents_kept"] == len(KEPT)
     bad = CliRunner().invoke(main, ["bench", "filters", "--corpus-file", str(corpus), "--questions", str(questions),
-                                    "--methods", "cirag", "--dsn", database_uri])
+                                    "--methods", unfiltered, "--dsn", database_uri])
     assert bad.exit_code == 2 and "does not take a filter" in bad.output

@@ -73,9 +73,11 @@ def test_ui_page_keeps_to_a_metadata_filter(db, kb):
         shown = set(re.findall(r'data-title="([^"]*)"', page.text))
         assert shown and shown <= {"Ermengarde of Tours", "&lt;i&gt;Lothair&lt;/i&gt;"}, shown
         assert 'value="{&#34;$external_id&#34;' in page.text   # the form keeps the filter, escaped
-        refused = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("method", "threadrag"),
+        threads = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("method", "threadrag"),
                                            ("filter", keep)])
-        assert refused.status_code == 200 and "does not take a filter yet" in refused.text
+        assert threads.status_code == 200 and 'data-method="threadrag"' in threads.text
+        assert set(re.findall(r'data-title="([^"]*)"', threads.text)) <= {"Ermengarde of Tours",
+                                                                          "&lt;i&gt;Lothair&lt;/i&gt;"}
         bad = http.get("/ask", params=[("corpus", "wiki"), ("question", QUESTION), ("filter", "{kind: film")])
         assert bad.status_code == 400 and "the filter is not JSON" in bad.text
 
