@@ -203,7 +203,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
     if ctx.scope is not None and len(final) < k:
-        final += _backfill(postings, question_vector, final, k, trace)
+        final += _backfill(ctx, postings, question_vector, final, k, trace)
     final = final[:k]
     hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
                     [_details(s, settings) for s in final], trace)
@@ -296,15 +296,16 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
     return ranked
 
 
-def _backfill(postings: Postings, question_vector: np.ndarray, ranked: list[_Scored], k: int,
+def _backfill(ctx: "Context", postings: Postings, question_vector: np.ndarray, ranked: list[_Scored], k: int,
               trace: Trace) -> list[_Scored]:
     """Under a selective filter the hops may pool fewer than k chunks: the
     question's nearest chunks inside the filter follow them (hop 0), below
-    every pooled chunk, so that k documents matching give k hits."""
-    nearest = postings.nearest([question_vector], k + len(ranked))
+    every pooled chunk, so that k chunks matching give k hits."""
+    depth = k + len(ranked)
+    nearest = postings.nearest([question_vector], depth) or ctx.nearest_within([question_vector], depth)
     held = {s.chunk_id for s in ranked}
     floor = min((s.score for s in ranked), default=0.0)
-    extra = [(c, cos) for c, cos in zip(*nearest[0]) if c not in held][: k - len(ranked)] if nearest else []
+    extra = [(c, cos) for c, cos in zip(*nearest[0]) if c not in held][: k - len(ranked)]
     trace.step("backfill", reason="filter", chunks=[c for c, _ in extra])
     return [_Scored(chunk_id=c, rho=0.0, cosine=cos, score=floor - 1.0 - i, hop=0)
             for i, (c, cos) in enumerate(extra)]
