@@ -200,12 +200,13 @@ def sweep_threads(cores: int) -> int:
     return _positive_int("PGRAG_THREADS", os.environ.get("PGRAG_THREADS"), cores)
 
 
-PRECISIONS = ("float32", "bfloat16", "auto")
+PRECISIONS = ("float32", "bfloat16", "int8", "auto")
 
 
 def embedding_precision(cpu_flags: frozenset[str] | None = None) -> str:
     """The dtype the sentence-transformers model runs in: ``PGRAG_EMBEDDING_PRECISION``
-    (float32, the default; bfloat16; or auto: bfloat16 where the CPU multiplies
+    (float32, the default; bfloat16 on torch; int8, the ONNX export with its
+    weights quantized to int8 (pgrag.onnx_export); or auto: bfloat16 where the CPU multiplies
     bfloat16 natively, ``amx_bf16`` or ``avx512_bf16``, else float32). Elsewhere
     torch emulates bfloat16, many times slower than float32, so bfloat16 is only
     worth asking for on such a CPU. ``cpu_flags``: the CPU's flags (read from

@@ -105,7 +105,8 @@ class SentenceTransformerEmbedder:
 class OnnxEmbedder:
     """A sentence-transformers folder (transformer, mean pooling, normalising) on
     ONNX Runtime in float32: the vectors SentenceTransformerEmbedder gives, to a
-    cosine of 1e-5, without loading torch. The export comes from
+    cosine of 1e-5, without loading torch (``precision`` int8: its weights
+    quantized, other vectors, docs/model-runtime.md). The export comes from
     pgrag.onnx_export's cache in ``cache_dir`` (config.onnx_cache_dir()), made
     first when ``build`` and missing, stale or corrupt (else OnnxExportError).
 
@@ -115,11 +116,14 @@ class OnnxEmbedder:
 
     backend = "onnx"
 
-    def __init__(self, name: str, model_dir: Path, *, cache_dir: Path | None = None, build: bool = True) -> None:
+    def __init__(self, name: str, model_dir: Path, *, cache_dir: Path | None = None, build: bool = True,
+                 precision: str = "float32") -> None:
         from . import onnx_export
 
         shape = onnx_export.layout(model_dir)
-        self.model_file = onnx_export.ensure(model_dir, cache_dir or config.onnx_cache_dir(), build=build)
+        self.model_file = onnx_export.ensure(model_dir, cache_dir or config.onnx_cache_dir(), build=build,
+                                             precision=precision)
+        self.precision = precision
         # only now: a backend that finds no export falls back to torch without these
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -246,6 +250,10 @@ def _embedder(name: str, precision: str, backend: str) -> Embedder:
     random = _RANDOM.fullmatch(name)
     if random is not None:
         return RandomEmbedder(name, int(random.group(1)))
+    if precision == "int8":   # only the ONNX path quantizes; torch would silently run float32
+        if backend == "torch":
+            raise ConfigError("PGRAG_EMBEDDING_PRECISION=int8 runs on ONNX Runtime, not with "
+                              "PGRAG_EMBEDDING_BACKEND=torch")
     if backend != "torch":
         onnx = _onnx_embedder(name, precision, backend)
         if onnx is not None:
@@ -255,21 +263,21 @@ def _embedder(name: str, precision: str, backend: str) -> Embedder:
 
 def _onnx_embedder(name: str, precision: str, backend: str) -> Embedder | None:
     """``name`` on ONNX Runtime, or None where ``auto`` falls back to torch:
-    another precision than float32, a model that is not a local folder of the
-    ONNX path's shape, an export that fails. ``onnx`` raises ConfigError there.
+    bfloat16 (torch's), a model that is not a local folder of the
+    ONNX path's shape, an export that fails. ``onnx`` (or int8, which only the
+    ONNX path runs) raises ConfigError there.
     In a server backend ``auto`` uses an export already in the cache and never
     builds one: an export loads torch and takes seconds, inside a SQL call, in
     every backend at once (the model runtime, or any client, builds it)."""
     from .onnx_export import OnnxExportError
 
     try:
-        if precision != "float32":
-            raise OnnxExportError(f"the ONNX path runs float32, not {precision}")
-        return OnnxEmbedder(name, Path(_model_path(name)), build=backend == "onnx" or not config.in_server())
+        return OnnxEmbedder(name, Path(_model_path(name)), build=backend == "onnx" or not config.in_server(),
+                            precision=precision)
     except (OnnxExportError, OSError, ImportError) as exc:
-        if backend == "onnx":
-            raise ConfigError(f"cannot run embedding model {name!r} on ONNX Runtime "
-                              f"(PGRAG_EMBEDDING_BACKEND=onnx): {exc}") from exc
+        if backend == "onnx" or precision == "int8":
+            asked = "PGRAG_EMBEDDING_BACKEND=onnx" if backend == "onnx" else "PGRAG_EMBEDDING_PRECISION=int8"
+            raise ConfigError(f"cannot run embedding model {name!r} on ONNX Runtime ({asked}): {exc}") from exc
         log.info("embedding model %r on torch: %s", name, exc)
         return None
 

@@ -115,6 +115,8 @@ class Models:
         from .embed import loaded_embedder
 
         self.embedder = loaded_embedder(model)
+        if getattr(self.embedder, "backend", "torch") == "onnx":
+            _spacy_without_torch()
         self.name = model
         self.stats = Stats()
         # One thread runs every model call: the model (ONNX Runtime or torch) already
@@ -292,6 +294,17 @@ def drop_privileges(owner: str | None) -> None:
     os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)
+
+
+def _spacy_without_torch() -> None:
+    """Keep torch out of this process once the embedding model runs on ONNX
+    Runtime. spaCy's thinc imports torch whenever it is installed, only to offer
+    it as a backend; the pipelines the runtime serves (en_core_web_sm) run on
+    numpy, and torch's import alone held about 180 MB of the runtime's memory.
+    A ``None`` in ``sys.modules`` makes ``import torch`` raise ImportError, which
+    thinc takes as "not installed"."""
+    if "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]
 
 
 def _drops_privileges(owner: str | None) -> bool:

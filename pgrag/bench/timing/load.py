@@ -95,7 +95,8 @@ def _client(pool: Any, index: int, deadline: float, work: list[tuple[str, str, A
 def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, clients: int | Sequence[int] = 8,
                    seconds: float = 60.0, method_names: Sequence[str] = LOAD_DEFAULT, k: int = 10,
                    compare_python: bool = False, torch_threads: Sequence[int | None] = (None,),
-                   model_runtimes: Sequence[str | None] = (None,), progress: bool = True) -> dict[str, Any]:
+                   model_runtimes: Sequence[str | None] = (None,), capacity: bool = True,
+                   progress: bool = True) -> dict[str, Any]:
     """Concurrent retrieval clients against one corpus through a psycopg_pool
     ConnectionPool (one connection per client), for ``seconds``.
 
@@ -113,6 +114,11 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     ``model_runtimes`` likewise sets ``pgrag.model_runtime`` (None: the server's
     setting), and ``clients`` may be a list of levels: one run per combination,
     in the order runtime, threads, clients.
+
+    ``capacity`` first measures each method's CPU a request alone, by process
+    (pgrag.bench.timing.capacity), once for each runtime and thread setting; each
+    run then reports its throughput as a fraction of what the cores allow
+    (``capacity_fraction``) and the share of the cores that were busy.
 
     ``compare_python`` then runs multi-hop tigrag the other way for as long: one
     client *process* per client calling ``kb.retrieve`` (processes, since threads
@@ -133,9 +139,15 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
         raise PgragError(f"no questions in {questions_file}")
     embeddings = list(kb.embedder.encode(questions))
     work = [(m, q, e) for q, e in zip(questions, embeddings) for m in method_names]
-    runs = [_load_run(db.dsn, kb.name, questions[0], work, method_names, clients=n, seconds=seconds, k=k,
-                      threads=threads, model_runtime=runtime)
-            for runtime in model_runtimes for threads in torch_threads for n in levels]
+    runs = []
+    for runtime in model_runtimes:
+        for threads in torch_threads:
+            alone = _cpu_alone(db.dsn, kb.name, work, method_names, k=k, threads=threads,
+                               model_runtime=runtime) if capacity else None
+            for n in levels:
+                run = _load_run(db.dsn, kb.name, questions[0], work, method_names, clients=n, seconds=seconds,
+                                k=k, threads=threads, model_runtime=runtime)
+                runs.append(_with_capacity(run, alone) if alone is not None else run)
     python = _python_clients(db.dsn, kb.name, questions, levels[0], seconds, k) if compare_python else None
     head = {"corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
             "clients": levels[0] if len(levels) == 1 else levels, "k": k, "methods": list(method_names),
@@ -150,6 +162,37 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     return {**head, **body}
 
 
+def _session_kwargs(threads: int | None, model_runtime: str | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"autocommit": True}
+    settings = [f"-c pgrag.torch_threads={int(threads)}"] if threads is not None else []
+    if model_runtime is not None:   # from the command line: a word, a socket path or a URL, no spaces
+        settings.append(f"-c pgrag.model_runtime={model_runtime}")
+    if settings:
+        kwargs["options"] = " ".join(settings)
+    return kwargs
+
+
+def _cpu_alone(dsn: str, corpus: str, work: list[tuple[str, str, Any]], method_names: Sequence[str], *, k: int,
+               threads: int | None, model_runtime: str | None) -> dict[str, Any]:
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    from ...queries import query
+    from .capacity import cpu_alone
+
+    calls = [(m, (query(_LOAD_QUERY[m]), _load_params(m, corpus, q, e, k))) for m, q, e in work]
+    with ConnectionPool(dsn, min_size=1, max_size=1, configure=register_vector,
+                        kwargs=_session_kwargs(threads, model_runtime), open=True) as pool:
+        pool.wait(timeout=30)
+        return cpu_alone(pool, calls, method_names)
+
+
+def _with_capacity(run: dict[str, Any], alone: dict[str, Any]) -> dict[str, Any]:
+    capacity = alone.get("capacity_rps")
+    fraction = round(run["throughput_rps"] / capacity, 3) if capacity else None
+    return {**run, "capacity": alone, "capacity_fraction": fraction}
+
+
 def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, str, Any]],
               method_names: Sequence[str], *, clients: int, seconds: float, k: int,
               threads: int | None, model_runtime: str | None = None) -> dict[str, Any]:
@@ -157,21 +200,18 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
+    from .capacity import busy_share, machine_busy_s
+
     log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
     lock = threading.Lock()
-    kwargs: dict[str, Any] = {"autocommit": True}
-    settings = [f"-c pgrag.torch_threads={int(threads)}"] if threads is not None else []
-    if model_runtime is not None:   # from the command line: a word, a socket path or a URL, no spaces
-        settings.append(f"-c pgrag.model_runtime={model_runtime}")
-    if settings:
-        kwargs["options"] = " ".join(settings)
     with ConnectionPool(dsn, min_size=clients, max_size=clients, configure=register_vector,
-                        kwargs=kwargs, open=True) as pool:
+                        kwargs=_session_kwargs(threads, model_runtime), open=True) as pool:
         pool.wait(timeout=30)
         # Each backend's first in-server call loads the model and the graph (seconds):
         # measured here, outside the timed window, as the Python clients warm up too.
         first_calls = _warm_backends(pool, clients, corpus, warm_question, k) if "tigrag" in method_names else []
         rss_start = rss_mb()
+        busy0 = machine_busy_s()
         t0 = time.perf_counter()
         workers = [threading.Thread(target=_client, args=(pool, i, t0 + seconds, work, corpus, k, log, lock),
                                     name=f"pgrag-load-{i}", daemon=True) for i in range(clients)]
@@ -181,6 +221,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
             t.join()
         elapsed = time.perf_counter() - t0
         rss_end = rss_mb()
+        busy = busy_share(busy0, elapsed, sum(len(ts) for ts in log.times.values()) + log.errors)
     every = [ms for ts in log.times.values() for ms in ts]
 
     def pct(ts: list[float], p: float) -> float | None:
@@ -195,7 +236,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),
         "per_method": {m: {"requests": len(ts), "p50_ms": pct(ts, 50), "p95_ms": pct(ts, 95), "p99_ms": pct(ts, 99)}
                        for m, ts in log.times.items()},
-        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1),
+        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1), **busy,
         **({"first_call_ms": [round(ms, 1) for ms in first_calls]} if first_calls else {}),
     }
 
