@@ -156,3 +156,26 @@ def test_a_folder_the_onnx_path_does_not_fit_is_refused(tmp_path):
         onnx_export.layout(tmp_path / "m")
     with pytest.raises(onnx_export.OnnxExportError, match="not a local model folder"):
         onnx_export.layout(tmp_path / "sentence-transformers-hub-name")
+
+
+def test_int8_quantizes_the_float32_export_beside_it_and_moves_vectors_a_little(onnx_model, monkeypatch, tmp_path):
+    folder = _copy_export(onnx_model, tmp_path)
+    manifest_file = folder / onnx_export.MANIFEST   # this model folder's own (see the stale test)
+    manifest_file.write_text(json.dumps({**json.loads(manifest_file.read_text()),
+                                         "model_dir": str(MODEL_DIR.resolve())}))
+    quantized = OnnxEmbedder(DEFAULT_EMBEDDING_MODEL, MODEL_DIR, cache_dir=tmp_path, precision="int8")
+    # quantized from the cached float32 export, which stays: each precision has its own key
+    assert quantized.model_file.parent != folder and (folder / onnx_export.MODEL_FILE).exists()
+    assert quantized.model_file.stat().st_size < onnx_model.model_file.stat().st_size / 3
+    key, _ = onnx_export.export_key(MODEL_DIR, "int8")
+    assert onnx_export.check(quantized.model_file.parent, key) == quantized.model_file
+    texts = sample_texts()
+    full, small = onnx_model.encode(texts), quantized.encode(texts)
+    cosines = np.sum(full * small, axis=1)
+    assert np.allclose(np.linalg.norm(small, axis=1), 1.0, atol=1e-5)
+    assert 0.9 < float(cosines.min()) and float(cosines.max()) < 1 - 1e-5   # near, but other vectors
+    # the setting chooses it; torch cannot run it, and says so
+    monkeypatch.setenv("PGRAG_ONNX_CACHE", str(tmp_path))
+    assert _embedder(DEFAULT_EMBEDDING_MODEL, "int8", "auto").model_file == quantized.model_file
+    with pytest.raises(ConfigError, match="int8"):
+        _embedder(DEFAULT_EMBEDDING_MODEL, "int8", "torch")
