@@ -45,6 +45,19 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     assert all(m["requests"] > 0 for m in data["per_method"].values()), data["per_method"]
     assert data["p50_ms"] <= data["p95_ms"] <= data["p99_ms"]
     assert data["clients"] == 3 and 2.5 < data["seconds"] < 30
+    # what the cores allow: each method alone, CPU a request by process
+    capacity = data["capacity"]
+    assert "error" not in capacity, capacity
+    alone = capacity["methods"]
+    assert set(alone) == set(data["per_method"]) and all(m["requests"] == 40 for m in alone.values())
+    for m in alone.values():
+        assert m["cpu_ms"] == pytest.approx(m["backend_cpu_ms"] + m["runtime_cpu_ms"] + m["client_cpu_ms"], abs=0.03)
+    assert alone["tigrag"]["backend_cpu_ms"] + alone["tigrag"]["runtime_cpu_ms"] > 0
+    mix = sum(m["cpu_ms"] for m in alone.values()) / len(alone)
+    assert capacity["mix_cpu_ms"] == pytest.approx(mix, abs=0.01)
+    assert capacity["capacity_rps"] == pytest.approx(1000 * capacity["cores"] / mix, rel=1e-3)
+    assert data["capacity_fraction"] == pytest.approx(data["throughput_rps"] / capacity["capacity_rps"], abs=1e-3)
+    assert 0 < data["cores_busy"] <= 1.05 and data["machine_cpu_ms_per_request"] > 0
 
 
 def test_bench_load_rejects_methods_without_a_sql_function(database_uri):

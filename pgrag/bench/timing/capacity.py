@@ -71,7 +71,8 @@ def cpu_alone(pool: Any, work: Sequence[tuple[str, tuple[str, dict[str, Any]]]],
             return {"error": f"cannot read the server's processes: {exc}"}
         out: dict[str, Any] = {}
         for method in method_names:
-            calls = [call for m, call in work if m == method][:requests + 1]
+            mine = [call for m, call in work if m == method]
+            calls = [mine[i % len(mine)] for i in range(requests + 1)]   # the questions again if too few
             sql, params = calls[0]
             conn.execute(sql, params).fetchall()
             b0, r0 = process_cpu_s(backend), process_cpu_s(runtime) if runtime else 0.0
