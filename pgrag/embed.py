@@ -17,6 +17,7 @@ the same vectors, to a cosine of 1e-5.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ import re
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class OnnxEmbedder:
     backend = "onnx"
 
     def __init__(self, name: str, model_dir: Path, *, cache_dir: Path | None = None, build: bool = True,
-                 precision: str = "float32") -> None:
+                 precision: str = "float32", threads: int | None = None) -> None:
         from . import onnx_export
 
         shape = onnx_export.layout(model_dir)
@@ -129,7 +130,7 @@ class OnnxEmbedder:
         from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
-        threads = torch_threads()
+        threads = threads or torch_threads()
         if threads is not None:     # the same thread budget as torch had (config.torch_threads)
             options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -165,8 +166,10 @@ class OnnxEmbedder:
         self.dim = int(dim) if isinstance(dim, int) else int(_json(model_dir / "config.json")["hidden_size"])
         # what transformers' tokenizer reports as do_lower_case (SentenceTransformerEmbedder.uncased)
         self.uncased = bool(tokenizer_config.get("do_lower_case", False))
-        # One call at a time: two concurrent runs would each take every intra-op thread.
-        self._lock = threading.Lock()
+        # One call at a time, unless each runs on one thread: two concurrent runs
+        # would each take every intra-op thread. (ONNX Runtime's run is thread-safe.)
+        self.threads = threads
+        self._lock: Any = contextlib.nullcontext() if threads == 1 else threading.Lock()
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -234,10 +237,12 @@ def get_embedder(name: str) -> Embedder:
     return _embedder(name, embedding_precision(), config.embedding_backend())
 
 
-def loaded_embedder(name: str) -> Embedder:
+def loaded_embedder(name: str, *, threads: int | None = None) -> Embedder:
     """The model ``name`` loaded in this process, whatever the runtime setting
-    (what the model runtime itself serves)."""
-    return _embedder(name, embedding_precision(), config.embedding_backend())
+    (what the model runtime itself serves). ``threads``: an ONNX model's
+    intra-op threads (default config.torch_threads()); 1 lets several threads
+    run it at once."""
+    return _embedder(name, embedding_precision(), config.embedding_backend(), threads)
 
 
 @lru_cache(maxsize=8)
@@ -246,7 +251,7 @@ def _remote(target: Endpoint, name: str) -> Embedder:
 
 
 @lru_cache(maxsize=4)
-def _embedder(name: str, precision: str, backend: str) -> Embedder:
+def _embedder(name: str, precision: str, backend: str, threads: int | None = None) -> Embedder:
     random = _RANDOM.fullmatch(name)
     if random is not None:
         return RandomEmbedder(name, int(random.group(1)))
@@ -255,13 +260,13 @@ def _embedder(name: str, precision: str, backend: str) -> Embedder:
             raise ConfigError("PGRAG_EMBEDDING_PRECISION=int8 runs on ONNX Runtime, not with "
                               "PGRAG_EMBEDDING_BACKEND=torch")
     if backend != "torch":
-        onnx = _onnx_embedder(name, precision, backend)
+        onnx = _onnx_embedder(name, precision, backend, threads)
         if onnx is not None:
             return onnx
     return SentenceTransformerEmbedder(name, precision)
 
 
-def _onnx_embedder(name: str, precision: str, backend: str) -> Embedder | None:
+def _onnx_embedder(name: str, precision: str, backend: str, threads: int | None = None) -> Embedder | None:
     """``name`` on ONNX Runtime, or None where ``auto`` falls back to torch:
     bfloat16 (torch's), a model that is not a local folder of the
     ONNX path's shape, an export that fails. ``onnx`` (or int8, which only the
@@ -273,7 +278,7 @@ def _onnx_embedder(name: str, precision: str, backend: str) -> Embedder | None:
 
     try:
         return OnnxEmbedder(name, Path(_model_path(name)), build=backend == "onnx" or not config.in_server(),
-                            precision=precision)
+                            precision=precision, threads=threads)
     except (OnnxExportError, OSError, ImportError) as exc:
         if backend == "onnx" or precision == "int8":
             asked = "PGRAG_EMBEDDING_BACKEND=onnx" if backend == "onnx" else "PGRAG_EMBEDDING_PRECISION=int8"

@@ -55,17 +55,23 @@ class Stats:
     started: float = field(default_factory=time.time)
 
 
+MIN_SPLIT = 4   # texts: a batch is split among idle workers only into parts this large
+
+
 class Batcher:
     """Runs ``work`` on batches of the texts of requests that arrive together:
     the first text waits at most ``window`` seconds for company, a batch holds at
-    most ``max_batch`` texts, and one model call runs at a time (``executor``)."""
+    most ``max_batch`` texts, and at most ``workers`` model calls run at once
+    (on ``executor``). A batch that finds several workers idle is split among
+    them, so one request's texts use every core."""
 
     def __init__(self, work: Callable[[list[Any]], list[Any]], executor: ThreadPoolExecutor, stats: Stats, *,
-                 window: float, max_batch: int) -> None:
+                 window: float, max_batch: int, workers: int = 1) -> None:
         self.work, self.executor, self.stats = work, executor, stats
-        self.window, self.max_batch = window, max_batch
+        self.window, self.max_batch, self.workers = window, max_batch, max(1, workers)
         self.queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        self.calls: set[asyncio.Task[None]] = set()
 
     async def run(self, items: list[Any]) -> list[Any]:
         if self.task is None:
@@ -82,9 +88,12 @@ class Batcher:
         return list(await asyncio.gather(*futures))
 
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(self.workers)
         while True:
             batch = [await self.queue.get()]
+            # Wait for a free worker before taking more: while all are busy the
+            # queue grows, and the next call gets a larger batch.
+            await slots.acquire()
             if self.window > 0 and self.queue.qsize() < self.max_batch - 1:
                 await asyncio.sleep(self.window)   # company arriving now shares the model call
             while len(batch) < self.max_batch and not self.queue.empty():
@@ -92,39 +101,60 @@ class Batcher:
             live = [(item, f) for item, f in batch if not f.cancelled()]
             self.stats.queued -= len(batch)
             if not live:
+                slots.release()
                 continue
             self.stats.batches += 1
             self.stats.largest_batch = max(self.stats.largest_batch, len(live))
-            try:
-                results = await loop.run_in_executor(self.executor, self.work, [item for item, _ in live])
-            except Exception as exc:  # the model failed: every caller of the batch hears why
-                self.stats.errors += 1
-                for _, future in live:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), result in zip(live, results):
+            parts = 1
+            while parts < len(live) // MIN_SPLIT and not slots.locked():
+                await slots.acquire()   # free now: no wait
+                parts += 1
+            size = -(-len(live) // parts)
+            for start in range(0, len(live), size):
+                task = asyncio.get_running_loop().create_task(self._call(live[start:start + size], slots))
+                self.calls.add(task)   # held until done: the loop keeps only weak references
+                task.add_done_callback(self.calls.discard)
+
+    async def _call(self, live: list[tuple[Any, asyncio.Future[Any]]], slots: asyncio.Semaphore) -> None:
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.work, [item for item, _ in live])
+        except Exception as exc:  # the model failed: every caller of the batch hears why
+            self.stats.errors += 1
+            for _, future in live:
                 if not future.done():
-                    future.set_result(result)
+                    future.set_exception(exc)
+            return
+        finally:
+            slots.release()
+        for (_, future), result in zip(live, results):
+            if not future.done():
+                future.set_result(result)
 
 
 class Models:
     """The models the runtime serves: one embedding model, spaCy pipelines on demand."""
 
-    def __init__(self, model: str, *, window: float, max_batch: int) -> None:
+    def __init__(self, model: str, *, window: float, max_batch: int, workers: int | None = None) -> None:
         from .embed import loaded_embedder
 
-        self.embedder = loaded_embedder(model)
-        if getattr(self.embedder, "backend", "torch") == "onnx":
+        # On ONNX Runtime, ``workers`` calls run at once, each on one thread (one
+        # per core by default): a call of a few texts spreads badly over
+        # intra-op threads, and spaCy's parses run beside the embeddings. torch
+        # spreads one call over the cores itself (config.torch_threads), so on
+        # torch one call runs at a time.
+        wanted = workers or _cores()
+        self.embedder = loaded_embedder(model, threads=1 if wanted > 1 else None)
+        onnx = getattr(self.embedder, "backend", "torch") == "onnx"
+        self.workers = wanted if onnx else 1
+        if onnx:
             _spacy_without_torch()
         self.name = model
         self.stats = Stats()
-        # One thread runs every model call: the model (ONNX Runtime or torch) already
-        # spreads one call over the cores (config.torch_threads), and two calls at
-        # once would fight for them. The embedder sets its own threads: the ONNX
-        # path never imports torch, which alone holds hundreds of MB.
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-model")
-        self.embeddings = Batcher(self._encode, self.executor, self.stats, window=window, max_batch=max_batch)
+        self.executor = ThreadPoolExecutor(max_workers=self.workers + (1 if self.workers > 1 else 0),
+                                           thread_name_prefix="pgrag-model")
+        self.embeddings = Batcher(self._encode, self.executor, self.stats, window=window, max_batch=max_batch,
+                                  workers=self.workers)
         self.parsers: dict[tuple[str, bool], Batcher] = {}
         self.window, self.max_batch = window, max_batch
 
@@ -139,6 +169,7 @@ class Models:
             def work(texts: list[str]) -> list[Any]:
                 return nlp.parse_here(texts, model, sentences=sentences)
 
+            # one parse at a time: a spaCy pipeline is not made to be shared by threads
             self.parsers[key] = Batcher(work, self.executor, self.stats, window=self.window, max_batch=self.max_batch)
         return self.parsers[key]
 
@@ -146,7 +177,8 @@ class Models:
         s = self.stats
         return {"status": "ok", "model": self.name, "dim": self.embedder.dim, "uncased": self.embedder.uncased,
                 "backend": getattr(self.embedder, "backend", "torch"),
-                "pid": os.getpid(), "threads": config.torch_threads(), "uptime_s": round(time.time() - s.started, 1),
+                "pid": os.getpid(), "threads": getattr(self.embedder, "threads", config.torch_threads()),
+                "workers": self.workers, "uptime_s": round(time.time() - s.started, 1),
                 "requests": s.requests, "texts": s.texts, "batches": s.batches, "largest_batch": s.largest_batch,
                 "queue": s.queued, "errors": s.errors, "window_ms": self.window * 1000, "max_batch": self.max_batch,
                 "spacy_models": sorted({m for m, _ in self.parsers})}
@@ -296,6 +328,10 @@ def drop_privileges(owner: str | None) -> None:
     os.setuid(user.pw_uid)
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _spacy_without_torch() -> None:
     """Keep torch out of this process once the embedding model runs on ONNX
     Runtime. spaCy's thinc imports torch whenever it is installed, only to offer
@@ -325,13 +361,14 @@ def _warm_parser() -> None:
 
 
 def serve(path: Path | None, model: str, *, group: str | None = None, owner: str | None = None,
-          window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None) -> None:
+          window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None,
+          workers: int | None = None) -> None:
     """Load the models, then serve them on ``path`` (or, when asked, on TCP
     ``host:port``, for an application server elsewhere: no socket permissions
     guard it then) until SIGTERM / SIGINT."""
     import uvicorn
 
-    models = Models(model, window=window_ms / 1000, max_batch=max_batch)
+    models = Models(model, window=window_ms / 1000, max_batch=max_batch, workers=workers)
     models.embedder.encode(["warm up"])   # the first call allocates; do it before the first caller
     if port is not None:
         sock = socket.create_server((host or "127.0.0.1", port), backlog=512)
@@ -444,11 +481,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--owner", default=None)
     parser.add_argument("--window-ms", type=float, default=2.0)
     parser.add_argument("--max-batch", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="model calls at once on ONNX Runtime, one thread each (default: one per core)")
     args = parser.parse_args(argv)
     if (args.socket is None) == (args.port is None):
         parser.error("give --socket PATH or --port N")
     serve(args.socket, args.model, group=args.group, owner=args.owner, window_ms=args.window_ms,
-          max_batch=args.max_batch, host=args.host, port=args.port)
+          max_batch=args.max_batch, host=args.host, port=args.port, workers=args.workers)
 
 
 if __name__ == "__main__":

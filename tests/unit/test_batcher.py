@@ -1,0 +1,68 @@
+"""The model runtime's Batcher (pgrag.model_service): requests that arrive
+together share a model call, at most ``workers`` calls run at once, and a
+batch that finds workers idle is split among them. A real thread pool runs a
+work function that records each call."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pgrag.model_service import MIN_SPLIT, Batcher, Stats
+
+
+class Recorder:
+    """A model stand-in: each call sleeps, and the calls running at once are counted."""
+
+    def __init__(self, seconds: float = 0.05) -> None:
+        self.seconds, self.lock = seconds, threading.Lock()
+        self.running = self.most = 0
+        self.calls: list[list[str]] = []
+
+    def __call__(self, items: list[str]) -> list[str]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.calls.append(list(items))
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running -= 1
+        return [item.upper() for item in items]
+
+
+def serve(workers: int, requests: list[list[str]], work: Recorder) -> list[list[str]]:
+    async def main() -> list[list[str]]:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            batcher = Batcher(work, pool, Stats(), window=0.002, max_batch=64, workers=workers)
+            return list(await asyncio.gather(*(batcher.run(r) for r in requests)))
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_one_request_is_split_among_idle_workers_and_answered_in_order(workers):
+    work = Recorder()
+    texts = [f"text {i:02d} " + "x" * (i % 5) for i in range(16)]
+    [answer] = serve(workers, [texts], work)
+    assert answer == [t.upper() for t in texts]
+    assert len(work.calls) == workers and work.most == workers
+    assert sorted(t for call in work.calls for t in call) == sorted(texts)
+
+
+def test_a_small_request_is_not_split():
+    work = Recorder()
+    serve(2, [["one", "two", "three"][: MIN_SPLIT - 1]], work)
+    assert len(work.calls) == 1
+
+
+def test_many_requests_never_run_more_calls_than_workers_and_share_calls():
+    work = Recorder(seconds=0.02)
+    requests = [[f"r{r} t{t}" for t in range(6)] for r in range(40)]
+    answers = serve(2, requests, work)
+    assert answers == [[t.upper() for t in r] for r in requests]
+    assert work.most == 2
+    assert len(work.calls) < len(requests)   # requests waiting for a worker shared its next call
