@@ -360,6 +360,7 @@ def runtime_memory(argv: list[str]) -> None:
                 for (tree, _, proc) in runtimes:
                     report["runtimes"][tree]["curve"].append({"texts": served, **rollup(proc.pid),
                                                               "rss_mb": round(common.rss_mb(proc.pid), 1)})
+                    print(tree, report["runtimes"][tree]["curve"][-1], file=sys.stderr, flush=True)
         for tree in args.tree:
             report["runtimes"][tree]["end"] = report["runtimes"][tree]["curve"][-1]
     finally:

@@ -7,10 +7,13 @@ its texts, and the client. Each method runs alone on one connection, requests
 back to back, and each process's CPU time is read from ``/proc/<pid>/stat``
 before and after; so the figures hold on a busy machine too, as wall times do
 not. ``capacity_rps`` is the cores divided by the load mix's mean CPU a request:
-the most a perfectly packed machine could serve. Under load the whole machine's
-busy time (``/proc/stat``) a request says where the rest goes: a request that
-costs more CPU under load than alone pays for contention (sockets, batching
-windows, cache misses), one that costs the same but leaves cores idle waits.
+the most a perfectly packed machine could serve. Under load, the CPU the same
+processes (the pool's backends, the runtime, the client) use a request says
+where the rest goes: a request that costs more CPU under load than alone pays
+for contention (sockets, batching windows, cache misses), one that costs the
+same but leaves cores idle waits. The whole machine's busy share
+(``/proc/stat``) says whether the cores were full, and whether other work on
+the machine took them.
 
 Linux only, and the backends' and the runtime's /proc must be readable (the
 server's OS user, or root); elsewhere the figures are None and say why.
@@ -31,6 +34,14 @@ def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds a process has used (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def stack_cpu_s(pids: Sequence[int]) -> float | None:
+    """CPU seconds the processes ``pids`` have used in all (None: one cannot be read)."""
+    try:
+        return sum(process_cpu_s(pid) for pid in pids)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def machine_busy_s() -> float | None:

@@ -200,7 +200,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
-    from .capacity import busy_share, machine_busy_s
+    from .capacity import busy_share, machine_busy_s, stack_cpu_s
 
     log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
     lock = threading.Lock()
@@ -210,8 +210,9 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         # Each backend's first in-server call loads the model and the graph (seconds):
         # measured here, outside the timed window, as the Python clients warm up too.
         first_calls = _warm_backends(pool, clients, corpus, warm_question, k) if "tigrag" in method_names else []
+        stack = _stack_pids(pool, clients)
         rss_start = rss_mb()
-        busy0 = machine_busy_s()
+        busy0, stack0, client0 = machine_busy_s(), stack_cpu_s(stack), time.process_time()
         t0 = time.perf_counter()
         workers = [threading.Thread(target=_client, args=(pool, i, t0 + seconds, work, corpus, k, log, lock),
                                     name=f"pgrag-load-{i}", daemon=True) for i in range(clients)]
@@ -221,7 +222,11 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
             t.join()
         elapsed = time.perf_counter() - t0
         rss_end = rss_mb()
-        busy = busy_share(busy0, elapsed, sum(len(ts) for ts in log.times.values()) + log.errors)
+        done = sum(len(ts) for ts in log.times.values()) + log.errors
+        busy = busy_share(busy0, elapsed, done)
+        stack1, client1 = stack_cpu_s(stack), time.process_time()
+        if stack0 is not None and stack1 is not None and done:
+            busy["stack_cpu_ms_per_request"] = round(1000 * (stack1 - stack0 + client1 - client0) / done, 2)
     every = [ms for ts in log.times.values() for ms in ts]
 
     def pct(ts: list[float], p: float) -> float | None:
@@ -239,6 +244,21 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1), **busy,
         **({"first_call_ms": [round(ms, 1) for ms in first_calls]} if first_calls else {}),
     }
+
+
+def _stack_pids(pool: Any, clients: int) -> list[int]:
+    """The pooled connections' backends and the model runtime: the processes a
+    request's CPU is spent in, besides this client."""
+    from .capacity import runtime_pid
+
+    conns = [pool.getconn() for _ in range(clients)]
+    try:
+        pids = [int(c.execute("SELECT pg_backend_pid()").fetchone()[0]) for c in conns]
+        runtime = runtime_pid(conns[0])
+    finally:
+        for conn in conns:
+            pool.putconn(conn)
+    return pids + ([runtime] if runtime else [])
 
 
 def _warm_backends(pool: Any, clients: int, corpus: str, question: str, k: int) -> list[float]:
