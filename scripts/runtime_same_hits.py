@@ -1,10 +1,12 @@
-"""Same results with the models in process and in the shared runtime (issue 36):
-every question's hits through SQL ``pgrag.retrieve``, once on a connection with
-``pgrag.model_runtime = 'inprocess'`` and once with ``'shared'``, and each
+"""Same results with the models in two places (issue 36; issue 45: ONNX Runtime
+against torch): every question's hits through SQL ``pgrag.retrieve``, once on a
+connection with ``pgrag.model_runtime`` set to the first of ``--runtimes``
+(default ``inprocess``) and once to the second (default ``shared``), and each
 question's vector both ways.
 
     python scripts/runtime_same_hits.py --dsn postgresql://... --corpus eval-9d6e352952aafb18 \
-        --questions ../shared/bench/2wiki/questions.jsonl --methods dense,hybrid,tigrag,tigrag-paper
+        --questions ../shared/bench/2wiki/questions.jsonl --methods dense,hybrid,tigrag,tigrag-paper \
+        --runtimes unix:/tmp/torch.sock,unix:/tmp/onnx.sock
 
 Prints, per method, how many questions gave identical chunk ids in the same
 order, the largest score difference, and the largest cosine distance between a
@@ -40,13 +42,15 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--methods", default="dense,bm25,hybrid,tigrag")
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--runtimes", default="inprocess,shared", help="two pgrag.model_runtime values")
     args = parser.parse_args()
+    first, second = args.runtimes.split(",")
     qs = questions(args.questions)
     methods = [m for m in args.methods.split(",") if m]
-    here, here_vectors = run(args.dsn, "inprocess", args.corpus, qs, methods, args.k)
-    there, there_vectors = run(args.dsn, "shared", args.corpus, qs, methods, args.k)
+    here, here_vectors = run(args.dsn, first, args.corpus, qs, methods, args.k)
+    there, there_vectors = run(args.dsn, second, args.corpus, qs, methods, args.k)
     a, b = np.array(here_vectors), np.array(there_vectors)
-    report = {"corpus": args.corpus, "questions": len(qs), "k": args.k,
+    report = {"corpus": args.corpus, "questions": len(qs), "k": args.k, "runtimes": [first, second],
               "max_vector_cosine_distance": float(np.max(1 - np.sum(a * b, axis=1))), "methods": {}}
     for m in methods:
         same = sum([c for c, _ in x] == [c for c, _ in y] for x, y in zip(here[m], there[m]))

@@ -59,6 +59,7 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     assert data["capacity_fraction"] == pytest.approx(data["throughput_rps"] / capacity["capacity_rps"], abs=1e-3)
     assert 0 < data["cores_busy"] <= 1.05 and data["machine_cpu_ms_per_request"] > 0
     assert 0 < data["stack_cpu_ms_per_request"] <= data["machine_cpu_ms_per_request"] * 1.05
+    assert data["capacity_fraction"] <= data["capacity_fraction_of_free_cores"]
 
 
 def test_bench_load_rejects_methods_without_a_sql_function(database_uri):

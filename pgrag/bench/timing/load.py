@@ -188,9 +188,21 @@ def _cpu_alone(dsn: str, corpus: str, work: list[tuple[str, str, Any]], method_n
 
 
 def _with_capacity(run: dict[str, Any], alone: dict[str, Any]) -> dict[str, Any]:
+    """The run's throughput as a fraction of what the cores allow; on a shared
+    machine also of what the cores left free by other work allow (the machine's
+    busy time that is not this stack's)."""
     capacity = alone.get("capacity_rps")
-    fraction = round(run["throughput_rps"] / capacity, 3) if capacity else None
-    return {**run, "capacity": alone, "capacity_fraction": fraction}
+    if not capacity:
+        return {**run, "capacity": alone, "capacity_fraction": None}
+    out = {**run, "capacity": alone, "capacity_fraction": round(run["throughput_rps"] / capacity, 3)}
+    machine, stack = run.get("machine_cpu_ms_per_request"), run.get("stack_cpu_ms_per_request")
+    if machine is not None and stack is not None:
+        other = max(0.0, (machine - stack) * run["throughput_rps"] / 1000)   # cores busy with other work
+        free = alone["cores"] - other
+        out["other_work_cores"] = round(other, 2)
+        out["capacity_fraction_of_free_cores"] = round(run["throughput_rps"] / (capacity * free / alone["cores"]), 3) \
+            if free > 0 else None
+    return out
 
 
 def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, str, Any]],
