@@ -143,6 +143,7 @@ class OnnxEmbedder:
         # has another length: without them 192 long 2Wiki passages in batches of
         # 64 left 493 MB resident instead of 745 MB, no slower.
         options.enable_mem_pattern = False
+        _share_arena(ort, options)
         try:
             self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own (pybind) exception types
@@ -189,6 +190,29 @@ class OnnxEmbedder:
                     feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
                 out[rows] = self._session.run(None, feed)[0]
         return out
+
+
+_arena_lock = threading.Lock()
+_arena_registered: bool | None = None
+
+
+def _share_arena(ort: Any, options: Any) -> None:
+    """Every ONNX session of this process allocates from one CPU arena that grows
+    by what a call asks for, not to the next power of two (ONNX Runtime's
+    default): two calls at once on long passages left about 860 MB resident with
+    a default arena each, 720-750 MB with this one, for the same CPU."""
+    global _arena_registered
+    with _arena_lock:
+        if _arena_registered is None:
+            try:
+                info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+                ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, 1, -1, -1))   # 1: kSameAsRequested
+                _arena_registered = True
+            except Exception as exc:  # an older onnxruntime, or another library registered one first
+                log.info("ONNX Runtime's shared arena is not used: %s", exc)
+                _arena_registered = False
+    if _arena_registered:
+        options.add_session_config_entry("session.use_env_allocators", "1")
 
 
 def _json(path: Path) -> dict:
