@@ -16,8 +16,8 @@ previous hop, not only from titles.
 - ``remainder``: a mention-linked chunk is also compared with the question's
   remaining part joined to the bridge entity: the question's words that its
   source chunk does not contain, then the entity ("Who is the spouse of the
-  person who voices Jarvis in Avengers: Age of Ultron?" and Paul Bettany's
-  passage leave "Who is spouse person Paul Bettany"). The part of the question
+  person who voices Jarvis in the Avengers Age of Ultron?" and Paul Bettany's
+  passage leave "Who spouse person who voices Jarvis Paul Bettany"). The part of the question
   that the source passage already answers no longer pulls the next hop back to
   passages like the source.
 """
