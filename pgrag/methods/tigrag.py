@@ -260,13 +260,15 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
         t_embed = time.perf_counter()
         embeddings = _hop_embeddings(ctx, question, question_vector, entities, query, settings, trace)
+        extra_step: dict[str, object] = {}
         if settings.hop_remainder != "off":
             rest = tigrag_chain.remainder(question, " ".join(resolved))
             vectors = ctx.encode([f"{rest} {e}" for e in entities], trace)
             embeddings = vectors if settings.hop_remainder == "replace" else [*embeddings, *vectors]
+            extra_step = {"remainder": rest}
         # within the "embed" stage; a step of its own keeps the stage timings disjoint
         trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
-                   ms=round((time.perf_counter() - t_embed) * 1000, 3))
+                   ms=round((time.perf_counter() - t_embed) * 1000, 3), **extra_step)
 
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
     if settings.rerank_depth:

@@ -93,7 +93,8 @@ def test_two_hops_find_the_bridge_document(kb):
     assert steps["entities"]["hop"] == 1 and "Teutberga" in steps["entities"]["new"]
     hops = [s for s in hits.trace.steps if s["step"] == "hop"]
     assert [h["hop"] for h in hops] == [1, 2]
-    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"])
+    # one vector per new entity, M(mu + e), and one of the question's remaining part + e (hop_remainder)
+    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == 2 * len(steps["entities"]["new"])
     for h in hits:
         assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
         # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
@@ -199,7 +200,7 @@ def test_title_linking_options_from_sql_equal_python(db, kb, database_uri):
 def test_hop_embedding_reaches_the_second_hops_rerank(kb):
     q = "When did Lothair II's mother die?"
     for mode in ("concat", "sum", "joint"):
-        hits = kb.retrieve(q, method="tigrag", k=5, hop_embedding=mode)
+        hits = kb.retrieve(q, method="tigrag", k=5, hop_embedding=mode, hop_remainder="off")
         new = next(s for s in hits.trace.steps if s["step"] == "entities")["new"]
         vectors = next(s for s in hits.trace.steps if s["step"] == "hop_embeddings")
         second = [s for s in hits.trace.steps if s["step"] == "hop"][1]
