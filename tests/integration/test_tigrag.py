@@ -107,10 +107,10 @@ def test_golden_second_hop_on_the_sample(kb):
     """Hand-checked on the sample: the question names a song, not the rapper. Hop 1
     finds the song's passage ("changed"), which names Nicki Minaj; hop 2 seeds on
     her and ranks her own passage ("minaj", which says where she was born) by
-    its cosine to the entity, well above what one hop gives it. Title linking is
-    off: this pins the hop mechanism itself, not the linking lever."""
+    its cosine to the entity, well above what one hop gives it. Title linking and
+    hop_remainder are off: this pins the hop mechanism itself, not the levers."""
     q = "Where was the rapper of Changed It born?"
-    off = {"link_titles": False, "link_entities": False}
+    off = {"link_titles": False, "link_entities": False, "hop_remainder": "off"}
     hits = kb.retrieve(q, method="tigrag", k=2, **off)
     assert [(h.provenance.external_id, h.provenance.chunk_ordinal, h.details["hop"]) for h in hits] == [
         ("changed", 0, 2), ("minaj", 0, 2)]
@@ -118,6 +118,11 @@ def test_golden_second_hop_on_the_sample(kb):
     assert entities["hop"] == 1 and "Nicki Minaj" in entities["new"]
     one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1, **off)}
     assert hits[1].score > one_hop["minaj"] + 0.1
+    # hop_remainder: the question's words the song's passage lacks ("Where the of born"), plus
+    # Nicki Minaj, find her passage (which says where she was born) first
+    rest = kb.retrieve(q, method="tigrag", k=2, link_titles=False, link_entities=False)
+    assert [(h.provenance.external_id, h.details["hop"]) for h in rest] == [("minaj", 2), ("changed", 2)]
+    assert next(s for s in rest.trace.steps if s["step"] == "hop_embeddings")["remainder"] == "Where the of born"
 
 
 def _steps(hits, name):
@@ -134,7 +139,8 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
     assert _steps(hits, "titles")[1] == {"step": "titles", "hop": 2, "linked": ["Nicki Minaj"],
                                          "chunks": [h.provenance.chunk_id for h in hits if h.title == "Nicki Minaj"]}
     by_title = {h.title: h for h in hits}
-    assert [h.title for h in hits][:2] == ["Changed It", "Nicki Minaj"]
+    # both on top; the answer's passage first (hop_remainder: "Where the of born" + Nicki Minaj)
+    assert [h.title for h in hits][:2] == ["Nicki Minaj", "Changed It"]
     assert by_title["Changed It"].details["linked"] and by_title["Nicki Minaj"].details["linked"]
     for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
         assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
