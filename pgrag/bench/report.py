@@ -38,15 +38,15 @@ def markdown_table(report: dict[str, Any]) -> str:
     keys = recall_keys(report)
     intervals = interval_keys(report)
     n = max(report["questions"], 1)
-    header = ["method", *(k.replace("recall@", "R@") for k in keys),
-              *(k.replace("interval@", "R@") + " 95 %" for k in intervals), "EM", "F1",
-              "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q"]
+    header = ["method", *(k.replace("recall@", "R@") for k in keys), "EM", "F1",
+              "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q",
+              *(k.replace("interval@", "R@") + " 95 %" for k in intervals)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, m in report["methods"].items():
-        cells = [name, *(_fmt(m[k]) for k in keys), *(_interval(m.get(k)) for k in intervals),
-                 _fmt(m["em"]), _fmt(m["f1"]),
+        cells = [name, *(_fmt(m[k]) for k in keys), _fmt(m["em"]), _fmt(m["f1"]),
                  _fmt(m["latency_ms_p50"]), _fmt(m["latency_ms_p95"]),
-                 _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0)]
+                 _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0),
+                 *(_interval(m.get(k)) for k in intervals)]
         lines.append("| " + " | ".join(cells) + " |")
     outcomes = [f"- {name}: " + "; ".join(f"{key} " + ", ".join(f"{v} {n}" for v, n in values.items())
                                            for key, values in m["outcomes"].items())
