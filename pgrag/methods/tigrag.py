@@ -263,8 +263,10 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         extra_step: dict[str, object] = {}
         if settings.hop_remainder != "off":
             rest = tigrag_chain.remainder(question, " ".join(resolved))
-            vectors = ctx.encode([f"{rest} {e}" for e in entities], trace)
-            embeddings = vectors if settings.hop_remainder == "replace" else [*embeddings, *vectors]
+            # an entity the question names adds nothing to its remaining part: no vector for it
+            unnamed = tigrag_chain.bridges(question, entities)
+            vectors = ctx.encode([f"{rest} {e}" for e in unnamed], trace) if unnamed else []
+            embeddings = vectors if settings.hop_remainder == "replace" and vectors else [*embeddings, *vectors]
             extra_step = {"remainder": rest}
         # within the "embed" stage; a step of its own keeps the stage timings disjoint
         trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
