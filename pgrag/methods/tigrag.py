@@ -37,7 +37,7 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   The part the previous hop answered no longer pulls the next hop back to
   passages like it. On MuSiQue's 102 questions R@2/R@5 59.7/76.1 -> 63.6/79.8
   (paired bootstrap of the difference: R@5 +1.3 to +6.5); 2Wiki's 111 stay
-  (81.8/95.0 -> 81.5/96.4).
+  (81.8/95.0 -> 82.2/96.4).
 
 The other chain levers of pgrag.methods.tigrag_chain (bridges, mentions,
 chain_weight, remainder, chain_follow, fresh_sources, remainder_stop) are
