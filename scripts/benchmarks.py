@@ -273,6 +273,66 @@ def cirag_oracle_section() -> list[str]:
             "Not tried: ranking triples with their document's title (a stored-embedding change).", ""]
 
 
+def musique_section() -> list[str]:
+    """Issue 44: MuSiQue beside 2Wiki, per hop, and the chain levers on both (runs.json)."""
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    run44 = runs.get("musique_issue44")
+    if not run44:
+        return []
+    benches = ("musique", "2wiki")
+    names = {"musique": "MuSiQue (102)", "2wiki": "2Wiki (111)"}
+    out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
+           "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
+           "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the new "
+           "default (`hop_remainder=\"add\"`); `tigrag (before)` is the same method just before the change: "
+           "on MuSiQue the same `pgrag eval`, on 2Wiki the first row of the levers' table below (the same "
+           "Recall@k, computed by the levers' loop). The quality table at the top of this page predates the "
+           "change (its tigrag row is `tigrag (before)`). Every figure of this section is run "
+           "`musique_issue44` of runs.json.", "",
+           "| method | " + " | ".join(f"{names[b]} {col}" for b in benches
+                                      for col in ("R@2", "R@5", "R@10", "R@20", "R@2 95 %", "R@5 95 %")) + " |",
+           "|---|" + "---|" * 12]
+    for method in run44["eval"]["musique"]:
+        cells = []
+        for b in benches:
+            m = run44["eval"][b].get(method)
+            if m is None:
+                cells += ["–"] * 6
+                continue
+            cells += [f"{m[f'recall@{k}']:.1f}" for k in (2, 5, 10, 20)]
+            cells += [f"{m[f'interval@{k}'][0]:.1f}–{m[f'interval@{k}'][1]:.1f}" if f"interval@{k}" in m else "–"
+                      for k in (2, 5)]
+        out.append(f"| {method} | " + " | ".join(cells) + " |")
+    out += ["", "By hops on MuSiQue (the questions' `type`; R@5, and R@2 in brackets):", "",
+            "| method | " + " | ".join(run44["hops"]) + " |", "|---|" + "---|" * len(run44["hops"])]
+    for method, m in run44["eval"]["musique"].items():
+        by_type = m["recall_by_type"]
+        out.append(f"| {method} | " + " | ".join(
+            f"{by_type[t]['recall@5']:.1f} ({by_type[t]['recall@2']:.1f})" for t in run44["hops"]) + " |")
+    q = run44["queries"]
+    out += ["", "One `pgrag bench queries` run per benchmark (`--methods dense,tigrag,tigrag-paper`, the methods "
+            "taking turns on each question): " + "; ".join(
+                f"{names[b]}: " + ", ".join(f"{name} p50 {r['latency_ms_p50']:.1f} ms ({r['p50_to_dense']:.1f} x "
+                                             f"dense)" for name, r in q[b].items()) for b in benches) + ". "
+            + run44["latency_note"], "",
+            "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
+            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only):", "",
+            "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
+                                                for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
+            "|---|---|" + "---|" * 10]
+    for row in run44["levers"]:
+        options = ", ".join(f"{k}={v}" for k, v in row["options"].items()) or "–"
+        cells = []
+        for b in benches:
+            r = row[b]
+            cells += [f"{r['R@2']}", f"{r['R@5']}", f"{r['R@10']}", f"{r['CI@5'][0]}–{r['CI@5'][1]}", f"{r['p50']}"]
+        out.append(f"| {row['lever']} | {options} | " + " | ".join(cells) + " |")
+    out.append("")
+    for note in run44["notes"]:
+        out += [note, ""]
+    return out
+
+
 def levers_section() -> list[str]:
     """Issue 37: what each candidate lever buys tigrag on the 111 questions."""
     path = OUT / "tigrag_levers.jsonl"
@@ -446,7 +506,7 @@ def render() -> str:
                 "second hop (no encoding at all) still leaves `tigrag` at 2.2 × dense's p50, with the "
                 "one-hop recall (59.2 / 68.9): the expansion (PPR, 25 ms) and the question's own "
                 "embedding (13 ms) are most of the rest.", ""]
-    out += levers_section() + cirag_oracle_section()
+    out += levers_section() + musique_section() + cirag_oracle_section()
     if queries:
         out += ["## Query latency (`pgrag bench queries`)", "", "```", COMMANDS["queries"], "```", "",
                 f"{queries['questions']} questions, k = {queries['k']}, after {queries['warmup']} warm-up "

@@ -68,6 +68,14 @@ SELECT chunk_id, entity, label FROM pgrag.chunk_entity
 WHERE corpus_id = %(corpus_id)s AND chunk_id = ANY (%(chunk_ids)s)
 ORDER BY chunk_id, char_start, char_end;
 
+-- name: entity_mentions
+-- The chunks whose named entities stored at ingest are one of some lower-cased names
+-- (TIGRAG's entity-to-passage links; chunk_entity_entity_idx), one row a name.
+SELECT lower(entity) AS name, array_agg(DISTINCT chunk_id ORDER BY chunk_id) AS chunk_ids
+FROM pgrag.chunk_entity
+WHERE corpus_id = %(corpus_id)s AND lower(entity) = ANY (%(names)s::text[])
+GROUP BY lower(entity);
+
 -- name: document_titles
 -- Every indexed document's title and chunks, in chunk order (TIGRAG's title index, pgrag.titles).
 SELECT d.document_id, d.title, array_agg(c.chunk_id ORDER BY c.ordinal)

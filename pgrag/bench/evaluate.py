@@ -20,7 +20,15 @@ from ..exceptions import InputError
 from ..progress import tqdm
 from ..queries import query
 from ..sources import load_path
-from .metrics import distinct_documents, exact_match, f1_score, percentile, recall_at_k
+from .metrics import (
+    bootstrap_interval,
+    distinct_documents,
+    exact_match,
+    f1_score,
+    percentile,
+    recall_at_k,
+    recall_by_type,
+)
 
 if TYPE_CHECKING:
     from ..corpus import Corpus
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
     from ..llm import LLM
 
 DEFAULT_KS = (2, 5)
+INTERVAL_KS = (2, 5)        # the k whose Recall@k gets a 95 % bootstrap interval over questions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +84,8 @@ class MethodResult:
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)   # trace.outcome label counts
     rounds: float | None = None         # mean retrieval rounds per question (the LLM loops)
     resolved: float | None = None       # T2RAG: percent of questions whose placeholders were all resolved
+    intervals: dict[int, tuple[float, float]] = field(default_factory=dict)   # k -> 95 % bootstrap interval
+    by_type: dict[str, dict[str, float]] = field(default_factory=dict)   # question type -> questions, recall@k
 
 
 @dataclass(kw_only=True)
@@ -114,6 +125,9 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         rounds=None if r.rounds is None else round(r.rounds, 2),
         resolved=None if r.resolved is None else round(r.resolved, 2),
     )
+    out.update({f"interval@{k}": [round(lo, 2), round(hi, 2)] for k, (lo, hi) in r.intervals.items()})
+    out["recall_by_type"] = {t: {key: (v if key == "questions" else round(v, 2)) for key, v in values.items()}
+                             for t, values in r.by_type.items()}
     return out
 
 
@@ -294,6 +308,8 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         outcomes=_count_outcomes(rows),
         rounds=mean("rounds"),
         resolved=None if resolved is None else resolved * 100,
+        intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in ks if k in INTERVAL_KS},
+        by_type=recall_by_type(rows, ks),
     )
 
 

@@ -4,16 +4,20 @@ Recall@k follows ../shared/bench/README.md: the gold titles found among the
 titles of the first k *distinct* documents a method returned, over the number
 of gold titles. EM and F1 use the SQuAD v1.1 answer normalisation (lowercase,
 drop punctuation, drop the articles a/an/the, collapse whitespace) and take the
-best score over the answer and its aliases.
+best score over the answer and its aliases. ``bootstrap_interval`` gives the
+95 % percentile-bootstrap interval of a mean over questions, ``recall_by_type``
+Recall@k per question type (2hop/3hop/4hop on MuSiQue, compositional... on 2Wiki).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -73,3 +77,32 @@ def percentile(values: Sequence[float], q: float) -> float:
     pos = (len(ordered) - 1) * q / 100
     lo, hi = math.floor(pos), math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def bootstrap_interval(values: Sequence[float], *, resamples: int = 1000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values``: ``resamples``
+    resamples of the values with replacement (a fixed ``seed``, so a report is
+    reproducible), the mean of each, and the (1 - level)/2 and (1 + level)/2
+    percentiles of those means. NaN, NaN for no values."""
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    if not values:
+        return math.nan, math.nan
+    rng = random.Random(seed)
+    n = len(values)
+    means = [sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples)]
+    tail = (1 - level) / 2 * 100
+    return percentile(means, tail), percentile(means, 100 - tail)
+
+
+def recall_by_type(rows: Iterable[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Mean Recall@k per question type (a row's ``type``; rows without one count
+    as "untyped"), with the number of questions of that type, sorted by type."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("type") or "untyped", []).append(row)
+    return {t: {"questions": len(g), **{f"recall@{k}": sum(r[f"recall@{k}"] for r in g) / len(g) for k in ks}}
+            for t, g in sorted(groups.items())}

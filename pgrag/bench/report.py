@@ -22,23 +22,53 @@ def recall_keys(report: dict[str, Any]) -> list[str]:
     return [f"recall@{k}" for k in report.get("ks", (2, 5))]
 
 
+def interval_keys(report: dict[str, Any]) -> list[str]:
+    """The ``interval@k`` keys some method of the report has (older reports have none)."""
+    return [f"interval@{k}" for k in report.get("ks", (2, 5))
+            if any(f"interval@{k}" in m for m in report["methods"].values())]
+
+
+def _interval(value: Any) -> str:
+    return "–" if not value else f"{value[0]:.1f}–{value[1]:.1f}"
+
+
 def markdown_table(report: dict[str, Any]) -> str:
-    """Methods as rows: Recall@k, EM, F1, latency p50/p95, LLM tokens per question."""
+    """Methods as rows: Recall@k, the 95 % bootstrap intervals, EM, F1, latency
+    p50/p95, LLM tokens per question."""
     keys = recall_keys(report)
+    intervals = interval_keys(report)
     n = max(report["questions"], 1)
     header = ["method", *(k.replace("recall@", "R@") for k in keys), "EM", "F1",
-              "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q"]
+              "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q",
+              *(k.replace("interval@", "R@") + " 95 %" for k in intervals)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, m in report["methods"].items():
         cells = [name, *(_fmt(m[k]) for k in keys), _fmt(m["em"]), _fmt(m["f1"]),
                  _fmt(m["latency_ms_p50"]), _fmt(m["latency_ms_p95"]),
-                 _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0)]
+                 _fmt(m["llm_prompt_tokens"] / n, 0), _fmt(m["llm_completion_tokens"] / n, 0),
+                 *(_interval(m.get(k)) for k in intervals)]
         lines.append("| " + " | ".join(cells) + " |")
     outcomes = [f"- {name}: " + "; ".join(f"{key} " + ", ".join(f"{v} {n}" for v, n in values.items())
                                            for key, values in m["outcomes"].items())
                 for name, m in report["methods"].items() if m.get("outcomes")]
     if outcomes:
         lines += ["", "How the runs ended (questions per outcome):", "", *outcomes]
+    return "\n".join(lines)
+
+
+def type_table(report: dict[str, Any]) -> str:
+    """Recall@k per question type, a row per method and type (empty when no
+    method of the report has types)."""
+    keys = recall_keys(report)
+    rows = [(name, t, values) for name, m in report["methods"].items()
+            for t, values in (m.get("recall_by_type") or {}).items()]
+    if not rows:
+        return ""
+    header = ["method", "type", "questions", *(k.replace("recall@", "R@") for k in keys)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, t, values in rows:
+        lines.append("| " + " | ".join([name, t, str(values["questions"]), *(_fmt(values.get(k)) for k in keys)])
+                     + " |")
     return "\n".join(lines)
 
 
@@ -72,12 +102,16 @@ def markdown_report(report: dict[str, Any]) -> str:
               "evidence and the prompt's own text: an upper bound under ideal reasoning, not a model's figures."
               if report.get("reader") == "oracle" else "")
     loops = loop_table(report)
+    types = type_table(report)
     return (
         f"Corpus `{c['file']}` ({c['documents']} documents, {c['chunks']} chunks, "
         f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s); "
         f"{report['questions']} questions; each method returned {report['depth']} chunks, "
-        f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent.{reader}\n\n"
-        + markdown_table(report) + "\n" + ("\nThe LLM loops:\n\n" + loops + "\n" if loops else "")
+        f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent; R@k 95 % is a "
+        f"percentile bootstrap interval over the questions (1,000 resamples, seed 0).{reader}\n\n"
+        + markdown_table(report) + "\n"
+        + ("\nRecall@k by question type:\n\n" + types + "\n" if types else "")
+        + ("\nThe LLM loops:\n\n" + loops + "\n" if loops else "")
     )
 
 

@@ -30,6 +30,19 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   lifts R@2/R@5 from 69.4/84.5 to 81.8/95.0: the question names its first-hop
   documents (163 of the 270 gold titles, one false link), and the bridge
   documents are titled by names the first-hop documents mention.
+- the question's remaining part (issue 44): beside each M(mu ⊕ e), a hop after
+  the first reranks with M(remainder ⊕ e), where remainder is the question's
+  words that the chunks whose entities drove the hops do not contain ("When did
+  Lothair Ii's mother die?" after Lothair II's passage: "When did s mother die").
+  The part the previous hop answered no longer pulls the next hop back to
+  passages like it. On MuSiQue's 102 questions R@2/R@5 59.7/76.1 -> 63.6/79.8
+  (paired bootstrap of the difference: R@5 +1.3 to +6.5); 2Wiki's 111 stay
+  (81.8/95.0 -> 82.2/96.4).
+
+The other chain levers of pgrag.methods.tigrag_chain (bridges, mentions,
+chain_weight, remainder, chain_follow, fresh_sources, remainder_stop) are
+settings, off by default: measured, none helped beyond the interval on both
+benchmarks (docs/methods.md).
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from ..index.postings import Postings
 from ..nlp import NAME_LABELS
 from ..results import Hits, Trace
 from ..titles import Link, title_index
+from . import tigrag_chain
 from .spec import MethodSpec
 
 if TYPE_CHECKING:
@@ -98,6 +112,27 @@ class TigragSettings:
     rerank_question: float = 0.0
     rerank_bm25: float = 0.0
     rerank_hops: float = 0.0
+    # Chain levers (issue 44, pgrag.methods.tigrag_chain). bridges: a hop's entities that
+    # the question names do not drive the next hop. mentions: the chunks that mention a
+    # bridge entity of a hop's best mention_sources chunks (entity-to-passage links from the
+    # NER of ingest) join the next hop's ranking; names more than mention_max chunks mention
+    # are not followed. chain_weight: such a chunk gains chain_weight x its source chunk's
+    # score / the hop's best score.
+    bridges: bool = False
+    mentions: bool = False
+    mention_sources: int = 3
+    mention_max: int = 20
+    chain_weight: float = 0.0
+    remainder: bool = False         # mention-linked chunks also by cosine to remainder(question) + entity
+    chain_follow: int = 0           # each source chunk's best mention-linked chunks ranked right behind it
+    # The rerank vectors of a hop after the first from the question's remaining part: "add" gives,
+    # beside each M(mu ⊕ e), M(remainder ⊕ e), where remainder is the question's words that the
+    # chunks whose entities drove the hops do not contain; "replace" keeps only the latter.
+    hop_remainder: str = "add"
+    # With hop_remainder, a hop after the second runs only while the question's remaining part
+    # still has at least remainder_stop terms (pgrag.tokenize); 0: every hop up to hops runs.
+    remainder_stop: int = 0
+    fresh_sources: bool = False     # a hop's entities come from its best chunks that drove no hop before
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -112,11 +147,15 @@ class TigragSettings:
             raise ValueError(f"hop_embedding must be one of {', '.join(HOP_EMBEDDINGS)}")
         if self.rerank_depth < 0:
             raise ValueError("rerank_depth must be at least 0")
+        if self.hop_remainder not in ("off", "add", "replace"):
+            raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
+        if self.mention_sources < 1 or self.mention_max < 1:
+            raise ValueError("mention_sources and mention_max must be at least 1")
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
 PAPER = TigragSettings(graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
-                       link_titles=False, link_entities=False, title_weight=0.0)
+                       link_titles=False, link_entities=False, title_weight=0.0, hop_remainder="off")
 PRESETS: dict[str, TigragSettings] = {
     "tigrag": TigragSettings(),
     "tigrag-paper": PAPER,
@@ -154,6 +193,9 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     titles = (title_index(ctx.db, ctx.id, graph.version)
               if settings.link_titles or settings.link_entities else None)
     linked: list[int] = []
+    chains = tigrag_chain.Chains()     # the next hop's mention-linked chunks (tigrag_chain)
+    resolved: list[str] = []           # texts of the chunks whose entities drove the hops (hop_remainder)
+    used: set[int] = set()             # the chunks whose entities drove a hop
     if settings.link_titles and titles is not None:
         t_link = time.perf_counter()
         links = _findable(postings, titles.link(question))
@@ -165,7 +207,12 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     embeddings = ctx.encode([question], trace)
     question_vector = embeddings[0]
     for hop in range(1, settings.hops + 1):
-        ranked = _hop(ctx, graph, postings, query, embeddings, settings, hop, trace, linked)
+        pairs = (tigrag_chain.pair_cosines(ctx, postings, question, chains, settings.remainder, trace)
+                 if settings.remainder or settings.chain_follow else {})
+        extra = {c: cos for c, (cos, _) in pairs.items()} if settings.remainder else {}
+        follow = tigrag_chain.follow_scores(chains, pairs, settings.chain_follow) if settings.chain_follow else {}
+        ranked = _hop(ctx, graph, postings, query, embeddings, settings, hop, trace, linked, chains.support, extra,
+                      follow)
         for s in ranked:
             held = best.get(s.chunk_id)
             if held is None or s.score > held.score:
@@ -175,15 +222,33 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
                 best[s.chunk_id].linked = held.linked or s.linked
         if hop == settings.hops:
             break
-        top = [s.chunk_id for s in ranked[: settings.iota]]
+        if settings.fresh_sources:   # the best chunks whose entities have not driven a hop yet
+            top = [s.chunk_id for s in ranked if s.chunk_id not in used][: settings.iota]
+        else:
+            top = [s.chunk_id for s in ranked[: settings.iota]]
+        used.update(top)
         top += [c for c in linked if c not in top]
         found = _entities(ctx, top, settings, trace)
+        if settings.hop_remainder != "off":
+            resolved += [" ".join(t) for t in ctx.chunk_texts(top).values()]
+        if settings.bridges:
+            found = tigrag_chain.bridges(question, found)
+        if settings.mentions and ranked:
+            sources = [(s.chunk_id, s.score) for s in ranked[: settings.mention_sources]]
+            entities_of = {c: _entities(ctx, [c], settings, trace) for c, _ in sources}
+            chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
+                                                 settings.mention_max, trace, hop + 1)
         new = [e for e in found if e.casefold() not in seen]
         seen.update(e.casefold() for e in found)
         trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
         if not new:
             trace.step("stop", hop=hop, reason="no new entities")
             break
+        if settings.hop_remainder != "off" and settings.remainder_stop and hop >= 2:
+            left = ctx.tokenize(tigrag_chain.remainder(question, " ".join(resolved)))
+            if len(left) < settings.remainder_stop:
+                trace.step("stop", hop=hop, reason="question resolved", remainder=left)
+                break
         entities.extend(new)
         query = question + " " + " ".join(entities)
         linked = []
@@ -195,9 +260,17 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
         t_embed = time.perf_counter()
         embeddings = _hop_embeddings(ctx, question, question_vector, entities, query, settings, trace)
+        extra_step: dict[str, object] = {}
+        if settings.hop_remainder != "off":
+            rest = tigrag_chain.remainder(question, " ".join(resolved))
+            # an entity the question names adds nothing to its remaining part: no vector for it
+            unnamed = tigrag_chain.bridges(question, entities)
+            vectors = ctx.encode([f"{rest} {e}" for e in unnamed], trace) if unnamed else []
+            embeddings = vectors if settings.hop_remainder == "replace" and vectors else [*embeddings, *vectors]
+            extra_step = {"remainder": rest}
         # within the "embed" stage; a step of its own keeps the stage timings disjoint
         trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
-                   ms=round((time.perf_counter() - t_embed) * 1000, 3))
+                   ms=round((time.perf_counter() - t_embed) * 1000, 3), **extra_step)
 
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
     if settings.rerank_depth:
@@ -257,7 +330,9 @@ def expansion(scores: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embeddings: list[np.ndarray],
-         settings: TigragSettings, hop: int, trace: Trace, linked: list[int] | None = None) -> list[_Scored]:
+         settings: TigragSettings, hop: int, trace: Trace, linked: list[int] | None = None,
+         support: dict[int, float] | None = None, extra: dict[int, float] | None = None,
+         follow: dict[int, float] | None = None) -> list[_Scored]:
     t0 = time.perf_counter()
     terms = ctx.tokenize(query)
     seeds = graph.index.seeds(terms)
@@ -275,16 +350,25 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
     if linked_set:   # linked chunks outside the pool join it with rho 0
         pooled = {r[0] for r in pool}
         pool = pool + [(c, 0.0, 0) for c in linked or () if c not in pooled]
+    if support:      # so do the chunks that mention a bridge entity (tigrag_chain)
+        pooled = {r[0] for r in pool}
+        pool = pool + [(c, 0.0, 0) for c in sorted(support) if c not in pooled]
+    support = support or {}
     cosines = postings.cosines([r[0] for r in pool], embeddings) if settings.rerank else {}
     t3 = time.perf_counter()
     ranked = []
     for chunk_id, rho, _ in pool:
         cos = cosines.get(chunk_id)
+        if cos is not None and extra and chunk_id in extra:
+            cos = max(cos, extra[chunk_id])
         graph_part = settings.graph_weight * rho / max_rho
         score = (cos + graph_part) if cos is not None else rho / max_rho
         is_linked = chunk_id in linked_set
         if is_linked:
             score += settings.title_weight
+        score += settings.chain_weight * support.get(chunk_id, 0.0)
+        if follow and chunk_id in follow:
+            score = max(score, follow[chunk_id])
         ranked.append(_Scored(chunk_id=chunk_id, rho=rho, cosine=cos, score=score, hop=hop, linked=is_linked))
     ranked.sort(key=lambda s: (-s.score, s.chunk_id))
     for key, value in (("expand", t1 - t0), ("pool", t2 - t1), ("rerank", t3 - t2)):

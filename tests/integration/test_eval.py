@@ -62,6 +62,14 @@ def test_report_aggregates_per_question_rows(db):
                 assert r[f"recall@{k}"] == pytest.approx(100 * found / len(r["gold"])), (name, r["question"], k)
         assert m["recall@5"] == pytest.approx(sum(r["recall@5"] for r in rows) / 5, abs=0.01)
         assert m["recall@2"] <= m["recall@5"]
+        for k in (2, 5):   # the 95 % bootstrap interval holds the mean; per type, the means add back up
+            lo, hi = m[f"interval@{k}"]
+            assert lo - 0.01 <= m[f"recall@{k}"] <= hi + 0.01
+            by_type = m["recall_by_type"]
+            assert sum(t["questions"] for t in by_type.values()) == 5
+            assert set(by_type) == {r["type"] or "untyped" for r in rows}
+            assert sum(t[f"recall@{k}"] * t["questions"] for t in by_type.values()) / 5 == pytest.approx(
+                m[f"recall@{k}"], abs=0.05)
         assert 0 < m["latency_ms_p50"] <= m["latency_ms_p95"]
         # retrieval-only methods produce no answer and spend no tokens
         assert m["em"] is None and m["f1"] is None and m["llm_prompt_tokens"] == 0

@@ -93,7 +93,8 @@ def test_two_hops_find_the_bridge_document(kb):
     assert steps["entities"]["hop"] == 1 and "Teutberga" in steps["entities"]["new"]
     hops = [s for s in hits.trace.steps if s["step"] == "hop"]
     assert [h["hop"] for h in hops] == [1, 2]
-    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"])
+    # one vector per new entity, M(mu + e), and one of the question's remaining part + e (hop_remainder)
+    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == 2 * len(steps["entities"]["new"])
     for h in hits:
         assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
         # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
@@ -106,10 +107,10 @@ def test_golden_second_hop_on_the_sample(kb):
     """Hand-checked on the sample: the question names a song, not the rapper. Hop 1
     finds the song's passage ("changed"), which names Nicki Minaj; hop 2 seeds on
     her and ranks her own passage ("minaj", which says where she was born) by
-    its cosine to the entity, well above what one hop gives it. Title linking is
-    off: this pins the hop mechanism itself, not the linking lever."""
+    its cosine to the entity, well above what one hop gives it. Title linking and
+    hop_remainder are off: this pins the hop mechanism itself, not the levers."""
     q = "Where was the rapper of Changed It born?"
-    off = {"link_titles": False, "link_entities": False}
+    off = {"link_titles": False, "link_entities": False, "hop_remainder": "off"}
     hits = kb.retrieve(q, method="tigrag", k=2, **off)
     assert [(h.provenance.external_id, h.provenance.chunk_ordinal, h.details["hop"]) for h in hits] == [
         ("changed", 0, 2), ("minaj", 0, 2)]
@@ -117,6 +118,11 @@ def test_golden_second_hop_on_the_sample(kb):
     assert entities["hop"] == 1 and "Nicki Minaj" in entities["new"]
     one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1, **off)}
     assert hits[1].score > one_hop["minaj"] + 0.1
+    # hop_remainder: the question's words the song's passage lacks ("Where the of born"), plus
+    # Nicki Minaj, find her passage (which says where she was born) first
+    rest = kb.retrieve(q, method="tigrag", k=2, link_titles=False, link_entities=False)
+    assert [(h.provenance.external_id, h.details["hop"]) for h in rest] == [("minaj", 2), ("changed", 2)]
+    assert next(s for s in rest.trace.steps if s["step"] == "hop_embeddings")["remainder"] == "Where the of born"
 
 
 def _steps(hits, name):
@@ -133,7 +139,8 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
     assert _steps(hits, "titles")[1] == {"step": "titles", "hop": 2, "linked": ["Nicki Minaj"],
                                          "chunks": [h.provenance.chunk_id for h in hits if h.title == "Nicki Minaj"]}
     by_title = {h.title: h for h in hits}
-    assert [h.title for h in hits][:2] == ["Changed It", "Nicki Minaj"]
+    # both on top; the answer's passage first (hop_remainder: "Where the of born" + Nicki Minaj)
+    assert [h.title for h in hits][:2] == ["Nicki Minaj", "Changed It"]
     assert by_title["Changed It"].details["linked"] and by_title["Nicki Minaj"].details["linked"]
     for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
         assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
@@ -199,7 +206,7 @@ def test_title_linking_options_from_sql_equal_python(db, kb, database_uri):
 def test_hop_embedding_reaches_the_second_hops_rerank(kb):
     q = "When did Lothair II's mother die?"
     for mode in ("concat", "sum", "joint"):
-        hits = kb.retrieve(q, method="tigrag", k=5, hop_embedding=mode)
+        hits = kb.retrieve(q, method="tigrag", k=5, hop_embedding=mode, hop_remainder="off")
         new = next(s for s in hits.trace.steps if s["step"] == "entities")["new"]
         vectors = next(s for s in hits.trace.steps if s["step"] == "hop_embeddings")
         second = [s for s in hits.trace.steps if s["step"] == "hop"][1]

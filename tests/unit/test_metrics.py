@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgrag.bench.metrics import distinct_documents, exact_match, f1_score, normalize_answer, percentile, recall_at_k
+from pgrag.bench.metrics import (
+    bootstrap_interval,
+    distinct_documents,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    percentile,
+    recall_at_k,
+    recall_by_type,
+)
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -80,3 +89,45 @@ def test_percentile_interpolates_like_numpy():
     assert percentile(values, 95) == pytest.approx(38.5)
     assert percentile([7.0], 95) == 7.0
     assert math.isnan(percentile([], 50))
+
+
+def test_bootstrap_interval_hand_checked():
+    # every value equal: every resample's mean is that value
+    assert bootstrap_interval([50.0] * 7) == (50.0, 50.0)
+    # one value: n = 1, every resample is that value
+    assert bootstrap_interval([100.0]) == (100.0, 100.0)
+    assert all(math.isnan(v) for v in bootstrap_interval([]))
+    # half 0, half 100 over 100 questions: the mean's standard error is 5 points, so the
+    # 95 % interval is about 50 ± 1.96 x 5, i.e. about 40..60
+    lo, hi = bootstrap_interval([0.0, 100.0] * 50)
+    assert 38 <= lo <= 42 and 58 <= hi <= 62
+    assert lo < 50 < hi
+
+
+def test_bootstrap_interval_is_reproducible_and_seeded():
+    values = [0.0, 50.0, 100.0, 100.0, 0.0, 100.0, 50.0, 0.0, 100.0, 100.0]
+    assert bootstrap_interval(values) == bootstrap_interval(values)           # fixed default seed
+    spread = [float(v) for v in range(30)]
+    assert bootstrap_interval(spread, seed=1) != bootstrap_interval(spread, seed=2)
+    lo, hi = bootstrap_interval(values)
+    assert min(values) <= lo <= sum(values) / len(values) <= hi <= max(values)
+    # a narrower level gives a narrower interval
+    lo80, hi80 = bootstrap_interval(values, level=0.8)
+    assert lo <= lo80 and hi80 <= hi
+    with pytest.raises(ValueError):
+        bootstrap_interval(values, level=1.0)
+    with pytest.raises(ValueError):
+        bootstrap_interval(values, resamples=0)
+
+
+def test_recall_by_type_hand_computed():
+    rows = [{"type": "2hop", "recall@2": 100.0, "recall@5": 100.0},
+            {"type": "2hop", "recall@2": 50.0, "recall@5": 100.0},
+            {"type": "3hop", "recall@2": 0.0, "recall@5": 66.0},
+            {"type": None, "recall@2": 25.0, "recall@5": 50.0}]
+    assert recall_by_type(rows, [2, 5]) == {
+        "2hop": {"questions": 2, "recall@2": 75.0, "recall@5": 100.0},
+        "3hop": {"questions": 1, "recall@2": 0.0, "recall@5": 66.0},
+        "untyped": {"questions": 1, "recall@2": 25.0, "recall@5": 50.0},
+    }
+    assert recall_by_type([], [2]) == {}

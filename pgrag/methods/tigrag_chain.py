@@ -1,0 +1,158 @@
+"""TIGRAG's chain levers (issue 44): the next hop found from the passages of the
+previous hop, not only from titles.
+
+- ``bridges``: a hop's entities minus those the question already names. An
+  entity the question names is not a bridge: it leads back to the passages the
+  first hop already found, and its rerank vector (question ⊕ entity) adds
+  nothing the question's own vector lacks.
+- ``mentions``: entity-to-passage links from the named entities pgrag stores at
+  ingest (``pgrag.chunk_entity``): the chunks that mention a bridge entity of a
+  hop's best chunks join the next hop's ranking. A name that more than
+  ``mention_max`` chunks mention ("American", "London") links nothing: a
+  frequent name is a weak bridge, and following it would flood the pool.
+- chain support: a mention-linked chunk gains ``chain_weight`` × the score of
+  the chunk whose entity it mentions, over the hop's best score. A passage that
+  completes a chain started by a well-ranked passage then ranks with its chain.
+- ``remainder``: a mention-linked chunk is also compared with the question's
+  remaining part joined to the bridge entity: the question's words that its
+  source chunk does not contain, then the entity ("Who is the spouse of the
+  person who voices Jarvis in the Avengers Age of Ultron?" and Paul Bettany's
+  passage leave "Who spouse person who voices Jarvis Paul Bettany"). The part of the question
+  that the source passage already answers no longer pulls the next hop back to
+  passages like the source.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..titles import key, words
+
+if TYPE_CHECKING:
+    from ..context import Context
+    from ..index.postings import Postings
+    from ..results import Trace
+
+
+def named_in(question: str) -> "callable[[str], bool]":  # type: ignore[valid-type]
+    """A test of whether a name's words occur, in order and whole, in ``question``."""
+    text = f" {key(question)} "
+
+    def test(name: str) -> bool:
+        k = key(name)
+        return bool(k) and f" {k} " in text
+    return test
+
+
+def bridges(question: str, entities: list[str]) -> list[str]:
+    """``entities`` without those the question names (order kept)."""
+    named = named_in(question)
+    return [e for e in entities if not named(e)]
+
+
+@dataclass
+class Chains:
+    """The chunks a hop's bridge entities link to: each one's chain support
+    (``support``) and the (entity, source chunk) pairs that link it (``via``)."""
+
+    support: dict[int, float] = field(default_factory=dict)
+    via: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    source_score: dict[int, float] = field(default_factory=dict)     # source chunk -> its score in its hop
+
+
+def remainder(question: str, source_text: str) -> str:
+    """The question's words that ``source_text`` does not contain, in order."""
+    held = {w.lower() for w in words(source_text)}
+    return " ".join(w for w in words(question) if w.lower() not in held)
+
+
+def canonical(entity: str) -> str:
+    """A name's lookup form: lower-cased, single spaces, without a leading "the"
+    (spaCy keeps it in "the Sazerac Company" but not in "Sazerac Company")."""
+    name = " ".join(entity.split()).lower()
+    return name[4:] if name.startswith("the ") else name
+
+
+def pair_cosines(ctx: "Context", postings: "Postings", question: str, chains: Chains, remainder_only: bool,
+                 trace: "Trace") -> dict[int, tuple[float, int]]:
+    """Each mention-linked chunk's best cosine, and the source chunk it came
+    through, over the (entity, source) pairs that link it: one embedding a pair,
+    of ``remainder(question, source) + entity`` (``remainder_only``) or of
+    ``question + entity``."""
+    pairs = sorted({pair for via in chains.via.values() for pair in via})
+    if not pairs:
+        return {}
+    texts = ctx.chunk_texts(sorted({source for _, source in pairs})) if remainder_only else {}
+    rest = {source: remainder(question, " ".join(texts[source])) for source in texts}
+    vectors = ctx.encode([f"{rest.get(source, question)} {entity}" for entity, source in pairs], trace)
+    out: dict[int, tuple[float, int]] = {}
+    for vector, pair in zip(vectors, pairs):
+        chunks = [c for c, via in chains.via.items() if pair in via]
+        for c, cos in postings.cosines(chunks, [vector]).items():
+            if c not in out or cos > out[c][0]:
+                out[c] = (cos, pair[1])
+    return out
+
+
+def follow_scores(chains: Chains, cosines: dict[int, tuple[float, int]], follow: int) -> dict[int, float]:
+    """Chain following: each source chunk's ``follow`` best mention-linked chunks
+    (by ``cosines``) ranked right behind it, each a thousandth below the one before."""
+    by_source: dict[int, list[tuple[float, int]]] = {}
+    for c, (cos, source) in cosines.items():
+        by_source.setdefault(source, []).append((cos, c))
+    out: dict[int, float] = {}
+    for source, linked in by_source.items():
+        for i, (_, c) in enumerate(sorted(linked, key=lambda x: (-x[0], x[1]))[:follow]):
+            score = chains.source_score[source] - 1e-3 * (i + 1)
+            out[c] = max(out.get(c, score), score)
+    return out
+
+
+def mention_links(ctx: "Context", postings: "Postings", sources: list[tuple[int, float]],
+                  entities_of: dict[int, list[str]], question: str, mention_max: int,
+                  trace: "Trace", hop: int) -> Chains:
+    """The chunks that mention a bridge entity of the ``sources`` chunks
+    (chunk id, score), each with its chain's support: the best score, over the
+    best source's, of a source chunk whose entity it mentions. The sources
+    themselves are left out."""
+    t0 = time.perf_counter()
+    named = named_in(question)
+    top = max((score for _, score in sources), default=0.0) or 1.0
+    support: dict[str, float] = {}
+    origin: dict[str, tuple[str, int]] = {}     # name -> (entity as written, its best source)
+    for chunk_id, score in sources:
+        for entity in entities_of.get(chunk_id, ()):
+            name = canonical(entity)
+            if name and not named(name) and score / top > support.get(name, -1.0):
+                support[name] = score / top
+                origin[name] = (" ".join(entity.split()), chunk_id)
+    chains = Chains(source_score=dict(sources))
+    if not support:
+        return chains
+    rows = ctx.db.fetchall("entity_mentions", {"corpus_id": ctx.id,
+                                               "names": [*support, *(f"the {n}" for n in support)]})
+    mentioned: dict[str, set[int]] = {}
+    for name, chunk_ids in rows:
+        mentioned.setdefault(canonical(name), set()).update(chunk_ids)
+    own = {c for c, _ in sources}
+    followed, skipped = [], []
+    for name, chunk_ids in sorted(mentioned.items()):
+        if name not in support:
+            continue
+        if len(chunk_ids) > mention_max:
+            skipped.append(name)
+            continue
+        followed.append(name)
+        ids = np.asarray(sorted(chunk_ids), dtype=np.int64)
+        for c in ids[postings.held(ids)].tolist():
+            if c not in own:
+                chains.support[c] = max(chains.support.get(c, 0.0), support[name])
+                chains.via.setdefault(c, set()).add(origin[name])
+    trace.time("mentions", t0)
+    trace.step("mentions", hop=hop, followed=followed, too_frequent=skipped,
+               chunks=sorted(chains.support)[:50], linked=len(chains.support))
+    return chains

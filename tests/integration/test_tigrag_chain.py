@@ -1,0 +1,102 @@
+"""TIGRAG's chain levers (issue 44, pgrag.methods.tigrag_chain) on a small corpus
+this module builds: a three-hop chain, a parallel chain and a wrong bridge.
+
+The question "On which river is the birthplace of the composer of the Harbour
+Suite?" needs three passages: Harbour Suite (names its composer, Anton Weller),
+Anton Weller (names his birthplace, Hollstadt, and Leipzig, where he studied)
+and Hollstadt (names its river, the Saale). Forest Suite, Karl Brenner and Linz
+are the same chain for another work; Leipzig is the wrong bridge of the second
+hop; Saale names the river without the town."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgrag.methods.tigrag_chain import remainder
+from tests.conftest import seeded_database
+
+CHAIN_DOCS = [
+    {"id": "harbour", "title": "Harbour Suite",
+     "text": "The Harbour Suite is an orchestral work by the composer Anton Weller, first played in 1921."},
+    {"id": "weller", "title": "Anton Weller",
+     "text": "Anton Weller was a German composer. He was born in Hollstadt and studied music in Leipzig."},
+    {"id": "hollstadt", "title": "Hollstadt",
+     "text": "Hollstadt is a small town in Bavaria on the banks of the Saale river. Its bridge dates from 1600."},
+    {"id": "forest", "title": "Forest Suite",
+     "text": "The Forest Suite is an orchestral work by the composer Karl Brenner, first played in 1930."},
+    {"id": "brenner", "title": "Karl Brenner",
+     "text": "Karl Brenner was an Austrian composer. He was born in Linz and studied music in Vienna."},
+    {"id": "linz", "title": "Linz", "text": "Linz is a city in Austria on the banks of the Danube river."},
+    {"id": "leipzig", "title": "Leipzig",
+     "text": "Leipzig is a city in Saxony, known for its trade fairs and its university."},
+    {"id": "saale", "title": "Saale", "text": "The Saale is a river in Germany that flows into the Elbe."},
+]
+QUESTION = "On which river is the birthplace of the composer of the Harbour Suite?"
+
+database_uri = seeded_database("chain", docs=CHAIN_DOCS)
+
+
+@pytest.fixture
+def kb(db):
+    return db.corpus("chain")
+
+
+def _steps(hits, name):
+    return [s for s in hits.trace.steps if s["step"] == name]
+
+
+def test_golden_three_hop_chain(kb):
+    """Hand-checked. Hop 1 links the question's title, Harbour Suite, which names
+    Anton Weller; his passage is linked by that name in hop 2; hop 3 takes his
+    passage's new entities (German, Hollstadt, Leipzig) and links Hollstadt and
+    Leipzig by title. The rerank vector "On which river birthplace of of" +
+    Hollstadt (the question's words the Harbour Suite and Anton Weller passages
+    lack, hop_remainder) has cosine 0.83 with Hollstadt's passage, against 0.61
+    for the question + Hollstadt, so the passage that ends the chain ranks right
+    after the first, above the bridge and far above the wrong bridge Leipzig and
+    the other work's chain (Karl Brenner, Forest Suite)."""
+    hits = kb.retrieve(QUESTION, method="tigrag", k=6, hops=3)
+    assert [(h.provenance.external_id, h.details["hop"]) for h in hits] == [
+        ("harbour", 1), ("hollstadt", 3), ("weller", 2), ("leipzig", 3), ("brenner", 3), ("forest", 3)]
+    assert hits[1].details["cosine"] == pytest.approx(0.832, abs=0.01)
+    entities = _steps(hits, "entities")
+    assert [(e["hop"], e["new"]) for e in entities] == [(1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
+    # without the lever the chain still fills the top 3, Hollstadt third (cosine 0.61)
+    off = kb.retrieve(QUESTION, method="tigrag", k=4, hops=3, hop_remainder="off")
+    assert [h.provenance.external_id for h in off] == ["harbour", "weller", "hollstadt", "leipzig"]
+    assert off[2].details["cosine"] == pytest.approx(0.609, abs=0.01)
+    # two hops (the default) never take Hollstadt's entity: only its hop-1 cosine ranks it, fifth
+    two = [h.provenance.external_id for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
+    assert two == ["harbour", "weller", "brenner", "forest", "hollstadt"]
+
+
+def test_hop_remainder_vectors_are_the_unanswered_words_plus_each_entity(kb):
+    """The kept lever (hop_remainder="add"): beside M(question ⊕ e), a hop after the
+    first encodes the question's words that the driving chunks lack, then e."""
+    hits = kb.retrieve(QUESTION, method="tigrag", k=5)
+    step = _steps(hits, "hop_embeddings")[0]
+    new = _steps(hits, "entities")[0]["new"]
+    driving = " ".join(CHAIN_DOCS[0][key] for key in ("title", "text"))
+    assert step["remainder"] == remainder(QUESTION, driving) == "On which river birthplace of of"
+    assert step["vectors"] == 2 * len(new) == _steps(hits, "hop")[1]["embeddings"]
+    off = kb.retrieve(QUESTION, method="tigrag", k=5, hop_remainder="off")
+    assert _steps(off, "hop_embeddings")[0]["vectors"] == len(new)
+    assert "remainder" not in _steps(off, "hop_embeddings")[0]
+    # the paper's preset and the ablations keep the paper's vectors
+    paper = kb.retrieve(QUESTION, method="tigrag-paper", k=5)
+    assert all("remainder" not in s for s in _steps(paper, "hop_embeddings"))
+
+
+def test_mention_links_follow_a_bridge_entity_to_the_passages_that_name_it(kb):
+    """mentions (off by default): the chunks whose stored entities name a bridge
+    entity of the hop's best chunks join the next hop, with the chain's support."""
+    hits = kb.retrieve(QUESTION, method="tigrag", k=8, mentions=True, chain_weight=0.1,
+                       link_titles=False, link_entities=False)
+    step = _steps(hits, "mentions")[0]
+    assert step["hop"] == 2 and "anton weller" in step["followed"]
+    linked = {h.provenance.external_id for h in hits if h.provenance.chunk_id in set(step["chunks"])}
+    assert "weller" in linked
+    # a name that more chunks mention than mention_max links nothing
+    capped = kb.retrieve(QUESTION, method="tigrag", k=8, mentions=True, mention_max=1,
+                         link_titles=False, link_entities=False)
+    assert "anton weller" in _steps(capped, "mentions")[0]["too_frequent"]

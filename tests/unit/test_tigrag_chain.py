@@ -1,0 +1,57 @@
+"""The pure parts of TIGRAG's chain levers (pgrag.methods.tigrag_chain), hand-checked."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pgrag.methods.tigrag import PRESETS, TigragSettings
+from pgrag.methods.tigrag_chain import Chains, bridges, canonical, follow_scores, named_in, remainder
+
+
+def test_remainder_keeps_the_question_words_the_passage_lacks():
+    passage = "Lothair II (835 - 869) was the son of Emperor Lothair I and Ermengarde of Tours."
+    assert remainder("When did Lothair II's mother die?", passage) == "When did s mother die"
+    # case-insensitive, whole words only: "Tours" goes, "tour" would stay
+    assert remainder("Which tour visited Tours?", "Tours is a city.") == "Which tour visited"
+    assert remainder("Who?", "") == "Who"
+    assert remainder("", "anything") == ""
+
+
+def test_bridges_drop_the_entities_the_question_names():
+    question = "Who is the spouse of the person who voices Jarvis in the Avengers Age of Ultron?"
+    found = ["Avengers", "Ultron", "Paul Bettany", "Age of Ultron", "Jarvis Cocker", "the Avengers"]
+    assert bridges(question, found) == ["Paul Bettany", "Jarvis Cocker"]
+    named = named_in(question)
+    assert named("age of ultron") and not named("Ultron Age") and not named("")
+
+
+def test_canonical_drops_a_leading_article_only():
+    assert canonical("the  Sazerac   Company") == "sazerac company"
+    assert canonical("The Hague") == "hague"
+    assert canonical("Theodore Roosevelt") == "theodore roosevelt"
+
+
+def test_follow_scores_rank_each_sources_best_links_right_behind_it():
+    chains = Chains(source_score={1: 0.9, 2: 0.7})
+    cosines = {10: (0.5, 1), 11: (0.6, 1), 12: (0.4, 2), 13: (0.3, 2)}
+    assert follow_scores(chains, cosines, 1) == {11: pytest.approx(0.899), 12: pytest.approx(0.699)}
+    two = follow_scores(chains, cosines, 2)
+    assert two == {11: pytest.approx(0.899), 10: pytest.approx(0.898),
+                   12: pytest.approx(0.699), 13: pytest.approx(0.698)}
+
+
+def test_the_default_turns_on_hop_remainder_and_the_paper_keeps_it_off():
+    assert PRESETS["tigrag"].hop_remainder == "add"
+    for name in ("tigrag-paper", "tigrag-no-bm25", "tigrag-degree", "tigrag-no-rerank"):
+        s = PRESETS[name]
+        assert (s.hop_remainder, s.mentions, s.bridges, s.chain_weight, s.chain_follow, s.fresh_sources) == (
+            "off", False, False, 0.0, 0, False), name
+    # every chain lever is off in the default too, except hop_remainder
+    d = PRESETS["tigrag"]
+    assert not (d.mentions or d.bridges or d.remainder or d.chain_follow or d.fresh_sources or d.remainder_stop)
+    with pytest.raises(ValueError, match="hop_remainder"):
+        TigragSettings(hop_remainder="on")
+    with pytest.raises(ValueError, match="mention_sources"):
+        dataclasses.replace(d, mention_sources=0)
