@@ -159,7 +159,7 @@ class Models:
         self.window, self.max_batch = window, max_batch
 
     def _encode(self, texts: list[str]) -> list[Any]:
-        return list(self.embedder.encode(texts))   # sub-batches of 32, as in process
+        return list(self.embedder.encode(texts))   # in the embedder's sub-batches, as in process
 
     def parser(self, model: str, sentences: bool) -> Batcher:
         key = (model, sentences)
