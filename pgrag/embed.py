@@ -263,10 +263,9 @@ def _embedder(name: str, precision: str, backend: str, threads: int | None = Non
     random = _RANDOM.fullmatch(name)
     if random is not None:
         return RandomEmbedder(name, int(random.group(1)))
-    if precision == "int8":   # only the ONNX path quantizes; torch would silently run float32
-        if backend == "torch":
-            raise ConfigError("PGRAG_EMBEDDING_PRECISION=int8 runs on ONNX Runtime, not with "
-                              "PGRAG_EMBEDDING_BACKEND=torch")
+    if precision == "int8" and backend == "torch":   # only the ONNX path quantizes
+        raise ConfigError("PGRAG_EMBEDDING_PRECISION=int8 runs on ONNX Runtime, not with "
+                          "PGRAG_EMBEDDING_BACKEND=torch")
     if backend != "torch":
         onnx = _onnx_embedder(name, precision, backend, threads)
         if onnx is not None:
