@@ -25,6 +25,7 @@ previous hop, not only from titles.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from ..results import Trace
 
 
-def named_in(question: str) -> "callable[[str], bool]":  # type: ignore[valid-type]
+def named_in(question: str) -> Callable[[str], bool]:
     """A test of whether a name's words occur, in order and whole, in ``question``."""
     text = f" {key(question)} "
 
