@@ -43,8 +43,10 @@ FIRST_CALL_DOC = """What a fresh backend's first ``pgrag.retrieve`` pays in impo
     python scripts/backend_costs.py first-call --dsn postgresql://.../before --dsn postgresql://.../after \
         --corpus pgrag-sample --methods bm25,tigrag --runs 5 --out first_call.json
 
-For each database (``--dsn``, one per version of pgrag: a database runs the pgrag
-its schema owner recorded, pgrag_internal._python_path), each method and each
+For each database (``--dsn``, one per version of pgrag, or one per server: a
+database runs the pgrag its schema owner recorded, pgrag_internal._python_path;
+a server started with pgrag_preload has it imported in its postmaster, which the
+report's ``preloaded`` says), each method and each
 run, a fresh connection first times the import of the in-server entry point
 alone (``pgrag_internal._py('ping')``, which imports pgrag.inserver), then the
 first ``pgrag.retrieve`` of the method, and reads the backend's private memory
@@ -187,7 +189,7 @@ def one(dsn: str, corpus: str, method: str, runtime: str) -> dict:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         fresh = private_mb(pid)
         t0 = time.perf_counter()
-        conn.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()
+        ping = conn.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]
         entry_ms = (time.perf_counter() - t0) * 1000
         after_entry = private_mb(pid)
         t0 = time.perf_counter()
@@ -198,7 +200,8 @@ def one(dsn: str, corpus: str, method: str, runtime: str) -> dict:
         second_ms = (time.perf_counter() - t0) * 1000
         modules = conn.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["loaded"]
         return {"entry_ms": entry_ms, "first_call_ms": entry_ms + call_ms, "second_call_ms": second_ms,
-                "fresh_mb": fresh, "after_entry_mb": after_entry, "after_call_mb": private_mb(pid), "heavy": modules}
+                "fresh_mb": fresh, "after_entry_mb": after_entry, "after_call_mb": private_mb(pid), "heavy": modules,
+                "preloaded": ping.get("preloaded", False)}
 
 
 def imports(dsn: str, corpus: str, method: str, runtime: str) -> list[tuple[str, float, float, int]]:
@@ -258,8 +261,10 @@ def first_call(argv: list[str]) -> None:
             for dsn in args.dsn:
                 runs[dsn][method].append(one(dsn, args.corpus, method, args.model_runtime))
     report: dict = {"question": QUESTION, "runs": args.runs, "model_runtime": args.model_runtime, "databases": {}}
-    for dsn in args.dsn:
-        name = psycopg.conninfo.conninfo_to_dict(dsn).get("dbname")
+    names = [psycopg.conninfo.conninfo_to_dict(dsn).get("dbname") for dsn in args.dsn]
+    if len(set(names)) < len(names):   # one database name on several servers: name each by its server
+        names = [f"{psycopg.conninfo.conninfo_to_dict(d).get('host')}/{n}" for d, n in zip(args.dsn, names)]
+    for dsn, name in zip(args.dsn, names):
         entry = report["databases"][name] = {}
         for method in methods:
             rows = runs[dsn][method]
@@ -267,6 +272,7 @@ def first_call(argv: list[str]) -> None:
                              for key in ("entry_ms", "first_call_ms", "second_call_ms", "fresh_mb",
                                          "after_entry_mb", "after_call_mb")}
             entry[method]["heavy_modules"] = rows[-1]["heavy"]
+            entry[method]["preloaded"] = rows[-1]["preloaded"]   # pgrag imported in the postmaster (pgrag/preload.py)
             if args.imports:
                 records = imports(dsn, args.corpus, method, args.model_runtime)
                 packages = list(by_package(records).items())
