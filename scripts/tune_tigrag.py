@@ -1,6 +1,7 @@
-"""Grid over TIGRAG settings on ../shared/bench/2wiki (the only tuning set allowed).
+"""Grid over TIGRAG settings on a tuning set: ../shared/bench/2wiki (the 111) or
+../shared/bench/musique (the 102), the only sets tuning may use.
 
-    python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N]
+    python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N] [--bench musique]
 
 Prints Recall@k (--k, default 2,5) and p50 latency for each combination;
 --per-question FILE appends each question's retrieved documents as JSON lines. The corpus must have
@@ -38,6 +39,7 @@ def parse_value(text: str) -> object:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("grid", nargs="*", help="name=v1,v2,... (TigragSettings fields)")
+    parser.add_argument("--bench", choices=("2wiki", "musique"), default="2wiki")
     parser.add_argument("--preset", default="tigrag")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--depth", type=int, default=20)
@@ -48,8 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
-    kb = db.corpus(corpus_name_for(BENCH / "corpus.json"), create=False)
-    questions = load_questions(BENCH / "questions.jsonl")[: args.limit]
+    bench = BENCH.parent / args.bench
+    kb = db.corpus(corpus_name_for(bench / "corpus.json"), create=False)
+    questions = load_questions(bench / "questions.jsonl")[: args.limit]
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
     for values in itertools.product(*grid.values()):
         options = dict(zip(grid, values))
@@ -65,11 +68,12 @@ def main() -> None:
                 recall[k] += recall_at_k(docs, q.supporting_titles, k)
             if args.per_question:
                 with args.per_question.open("a") as f:
-                    f.write(json.dumps({"preset": args.preset, **options, "id": q.id, "type": q.type,
+                    f.write(json.dumps({"bench": args.bench, "preset": args.preset, **options,
+                                        "id": q.id, "type": q.type,
                                         "question": q.question, "gold": list(q.supporting_titles),
                                         "retrieved": docs}) + "\n")
         n = len(questions)
-        line = json.dumps({"preset": args.preset, **options,
+        line = json.dumps({"bench": args.bench, "preset": args.preset, **options,
                            **{f"R@{k}": round(100 * recall[k] / n, 1) for k in ks},
                            "p50_ms": round(percentile(times, 50), 1)})
         print(line, flush=True)

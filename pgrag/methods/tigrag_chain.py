@@ -20,6 +20,14 @@ previous hop, not only from titles.
   passage leave "Who spouse person who voices Jarvis Paul Bettany"). The part of the question
   that the source passage already answers no longer pulls the next hop back to
   passages like the source.
+- ``text_titles``: the titles of the corpus's documents that a driving chunk's
+  text names exactly (``pgrag.titles.TitleIndex.link``, with the title's note or
+  of a title without one; its own document's title excluded) join the chunk's
+  entities. spaCy's small model misses names that are titles of the corpus ("the
+  second son of Emperor Lothair I and Ermengarde of Tours" gives it neither),
+  and a hop cannot follow a bridge it never sees. A name matched without its
+  note ("David Elliot" for "David Elliot (footballer)") is left out: such
+  namesakes took top-2 places on 2Wiki.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..index.postings import Postings
     from ..results import Trace
+    from ..titles import TitleIndex
 
 
 def named_in(question: str) -> Callable[[str], bool]:
@@ -47,6 +56,20 @@ def named_in(question: str) -> Callable[[str], bool]:
         k = key(name)
         return bool(k) and f" {k} " in text
     return test
+
+
+def with_titles(entities: list[str], titles: "TitleIndex", texts: dict[int, tuple[str, str]]) -> list[str]:
+    """``entities``, then the titles the chunks' ``texts`` ((title, text) by chunk) name
+    that are not among them, each chunk's own title excluded."""
+    seen = {key(e) for e in entities}
+    out = list(entities)
+    for own, text in texts.values():
+        seen.add(key(own))
+        for link in titles.link(text):
+            if link.exact and key(link.title) not in seen:
+                seen.add(key(link.title))
+                out.append(link.title)
+    return out
 
 
 def bridges(question: str, entities: list[str]) -> list[str]:

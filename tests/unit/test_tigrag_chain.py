@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from pgrag.methods.tigrag import PRESETS, TigragSettings
-from pgrag.methods.tigrag_chain import Chains, bridges, canonical, follow_scores, named_in, remainder
+from pgrag.methods.tigrag_chain import Chains, bridges, canonical, follow_scores, named_in, remainder, with_titles
+from pgrag.titles import TitleIndex
 
 
 def test_remainder_keeps_the_question_words_the_passage_lacks():
@@ -55,3 +56,20 @@ def test_the_default_turns_on_hop_remainder_and_the_paper_keeps_it_off():
         TigragSettings(hop_remainder="on")
     with pytest.raises(ValueError, match="mention_sources"):
         dataclasses.replace(d, mention_sources=0)
+
+
+def test_with_titles_adds_the_titles_a_text_names_exactly_after_the_entities():
+    titles = TitleIndex([(1, "Lothair II", [10]), (2, "Ermengarde of Tours", [20]), (3, "Teutberga", [30]),
+                         (4, "Dark River (1990 film)", [40]), (5, "Dark River (2017 film)", [50])])
+    texts = {10: ("Lothair II", "Lothair II was the son of Ermengarde of Tours. He married Teutberga. "
+                                "He never saw Dark River, nor Dark River (2017 Film).")}
+    # Teutberga is an entity already (by its key); the chunk's own title is no bridge; "Dark
+    # River" alone names two films without their notes, and is left out
+    assert with_titles(["TEUTBERGA", "Boso"], titles, texts) == [
+        "TEUTBERGA", "Boso", "Ermengarde of Tours", "Dark River (2017 film)"]
+    assert with_titles(["Boso"], titles, {}) == ["Boso"]
+
+
+def test_text_titles_are_on_in_the_default_and_off_in_the_paper():
+    assert PRESETS["tigrag"].text_titles and not PRESETS["tigrag"].text_title_links
+    assert not PRESETS["tigrag-paper"].text_titles
