@@ -283,12 +283,12 @@ def musique_section() -> list[str]:
     names = {"musique": "MuSiQue (102)", "2wiki": "2Wiki (111)"}
     out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
            "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
-           "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the new "
-           "default (`hop_remainder=\"add\"`); `tigrag (before)` is the same method just before the change: "
-           "on MuSiQue the same `pgrag eval`, on 2Wiki the first row of the levers' table below (the same "
-           "Recall@k, computed by the levers' loop). The quality table at the top of this page predates the "
-           "change (its tigrag row is `tigrag (before)`). Every figure of this section is run "
-           "`musique_issue44` of runs.json.", "",
+           "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the "
+           "default (`hop_remainder=\"add\"` and text titles); `tigrag (before text titles)` the default with "
+           "`hop_remainder` alone; `tigrag (before)` the method before both: on MuSiQue the same `pgrag eval`, "
+           "on 2Wiki the first row of the levers' table below (the same Recall@k, computed by the levers' "
+           "loop). The quality table at the top of this page predates both (its tigrag row is "
+           "`tigrag (before)`). Every figure of this section is run `musique_issue44` of runs.json.", "",
            "| method | " + " | ".join(f"{names[b]} {col}" for b in benches
                                       for col in ("R@2", "R@5", "R@10", "R@20", "R@2 95 %", "R@5 95 %")) + " |",
            "|---|" + "---|" * 12]
@@ -316,7 +316,9 @@ def musique_section() -> list[str]:
                                              f"dense)" for name, r in q[b].items()) for b in benches) + ". "
             + run44["latency_note"], "",
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
-            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only):", "",
+            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). The "
+            "last three rows are on the default that kept `hop_remainder`: without text titles, with them "
+            "(the default now), and with their links:", "",
             "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
                                                 for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
             "|---|---|" + "---|" * 10]
