@@ -38,11 +38,13 @@ CONF = "pgrag_preload.conf"
 INCLUDE = f"include_if_exists = '{CONF}'"
 
 # What a backend's SQL entry points import (pgrag.inserver's calls, every
-# built-in method, the caches, the runtime's HTTP client, and mmap, which numpy
-# imports when it maps the shared graph files). Not the ingest pipeline, spaCy
-# or the LLM client: those load where they are used.
+# built-in method with what it imports on its first run, the caches, the
+# runtime's HTTP client, and mmap, which numpy imports when it maps the shared
+# graph files). Not the ingest pipeline, spaCy or the LLM client: those load
+# where they are used.
 MODULES = ("pgrag.inserver", "pgrag.spi", "pgrag.context", "pgrag.methods", "pgrag.index.cache",
-           "pgrag.index.shared_files", "pgrag.index.pagerank", "http.client", "mmap")
+           "pgrag.index.shared_files", "pgrag.index.pagerank", "pgrag.families", "scipy.sparse.csgraph",
+           "http.client", "mmap")
 
 # Set in the postmaster by in_postmaster; a backend forked from it sees them.
 PRELOADED = False
