@@ -126,6 +126,13 @@ def configure(data_dir: Path, root: Path, python_path: list[str]) -> bool:
     return changed
 
 
+def configured(data_dir: Path) -> bool:
+    """Whether the data directory's last start asked for the library
+    (``pgrag_preload.conf`` names it)."""
+    target = data_dir / CONF
+    return target.exists() and f"shared_preload_libraries = '{LIBRARY}'" in target.read_text()
+
+
 def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "''")
 

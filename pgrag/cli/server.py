@@ -52,6 +52,10 @@ def server_status(data_dir: Path | None) -> None:
     if st.uri:
         click.echo(st.uri)
     click.echo(f"psql: {st.psql}")
+    from .. import preload
+
+    click.echo("pgrag in the postmaster: " + ("yes (pgrag_preload)" if preload.configured(st.data_dir) else
+               "no (python -m pgrag.preload builds it; PGRAG_PRELOAD=0 leaves it out)"))
     if not st.running:
         sys.exit(3)
 

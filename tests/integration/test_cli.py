@@ -105,6 +105,11 @@ def test_server_status_prints_the_uri_on_its_own_line(pg_data_dir, pg_uri):
     assert result.exit_code == 0, result.output
     assert pg_uri in result.output.splitlines()
     assert "psql:" in result.output
+    from pgrag import preload
+    from pgrag.plpython import pginstall
+
+    built = preload.library_file(pginstall()).exists()
+    assert ("pgrag in the postmaster: yes" in result.output) == built, result.output
 
 
 @pytest.fixture

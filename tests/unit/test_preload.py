@@ -32,6 +32,7 @@ def test_configure_includes_its_file_once_and_names_the_library_and_the_path(ser
     assert "pgrag.python_path = '/opt/it''s here:/venv/site-packages'" in text
     assert preload.configure(data, root, ["/opt/it's here", "/venv/site-packages"]) is False
     assert (data / "postgresql.conf").read_text().splitlines().count(preload.INCLUDE) == 1
+    assert preload.configured(data)
 
 
 @pytest.mark.parametrize("why", ["opted out", "not built"])
@@ -45,6 +46,7 @@ def test_configure_leaves_the_library_out_when_asked_or_not_built(server, monkey
         preload.library_file(root).unlink()
     assert preload.configure(data, root, ["/a"]) is True
     assert "shared_preload_libraries" not in (data / preload.CONF).read_text()
+    assert not preload.configured(data)
     assert preload.INCLUDE in (data / "postgresql.conf").read_text()
 
 
