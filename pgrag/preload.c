@@ -74,8 +74,14 @@ _PG_init(void)
 	result = PyRun_String(WARM, Py_file_input, globals, globals);
 	if (result == NULL)
 	{
-		/* The server still starts: each backend then imports pgrag itself, as without this library. */
+		/*
+		 * The server still starts: each backend then imports pgrag itself, as
+		 * without this library, and finds none of a half-done import.
+		 */
 		PyErr_Print();
+		PyRun_SimpleString("import sys\n"
+						   "for _m in [m for m in sys.modules if m == 'pgrag' or m.startswith('pgrag.')]:\n"
+						   "    del sys.modules[_m]\n");
 		elog(WARNING, "pgrag_preload: importing pgrag in the postmaster failed (traceback above); "
 			 "backends will import it on their first call");
 	}

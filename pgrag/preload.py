@@ -1,8 +1,8 @@
 """pgrag imported once in the embedded server's postmaster, so that backends fork with it.
 
 Without this, every new connection's first pgrag call starts PL/Python's
-interpreter and imports numpy, scipy and pgrag itself (about 300 ms of a
-first call of 400 ms on two cores, docs/SCALING.md). ``pgrag_preload`` (the C
+interpreter and imports numpy, scipy and pgrag itself (a first tigrag call of
+290 ms on the sample against 70 ms with it, docs/SCALING.md). ``pgrag_preload`` (the C
 library built from ``preload.c``, listed in ``shared_preload_libraries``)
 starts the interpreter in the postmaster and calls ``in_postmaster``; each
 backend then inherits the modules copy-on-write and its first call costs what
@@ -17,8 +17,10 @@ its second does.
   includes: the library and where the postmaster imports pgrag from.
   ``PGRAG_PRELOAD=0`` leaves it out. A server you run yourself is untouched.
 - A database whose schema owner recorded another pgrag than the preloaded one
-  (``pgrag_internal._python_path``) gets its own: ``pgrag_internal._py`` drops the
-  preloaded pgrag modules in that backend before importing.
+  (``pgrag_internal._python_path``), or a backend that finds pgrag's files
+  changed since the postmaster imported them, gets its own:
+  ``pgrag_internal._py`` drops the preloaded pgrag modules in that backend
+  before importing (``current``, ``forget``).
 """
 
 from __future__ import annotations
