@@ -56,9 +56,9 @@ from __future__ import annotations
 
 from .diagnosis import LOOP_METHODS, diagnose, failures
 from .gold import Gold, load_gold
-from .plan import plan_for
+from .plan import grounded, plan_for
 from .reader import ANSWER_KINDS, Oracle, OracleCannotAnswer, OracleLeak, guard
 from .server import OracleServer, model_name
 
 __all__ = ["ANSWER_KINDS", "LOOP_METHODS", "Gold", "Oracle", "OracleCannotAnswer", "OracleLeak", "OracleServer",
-           "diagnose", "failures", "guard", "load_gold", "model_name", "plan_for"]
+           "diagnose", "failures", "grounded", "guard", "load_gold", "model_name", "plan_for"]
