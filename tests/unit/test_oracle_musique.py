@@ -175,3 +175,21 @@ def test_every_musique_record_loads_and_its_question_entities_come_from_the_ques
         assert len(triples) == len(g.evidences)
         entities = json.loads(oracle.answer(chat("threadrag_entities", question=g.question)))["entities"]
         assert all(contains(g.question, name) for name in entities)
+
+
+def test_an_alias_that_spells_the_bridge_is_not_a_surface_of_the_answer():
+    raw = {"id": "q", "question": "The Consulate General of the United States, in the city Sarah Sorge was born, is "
+           "located in what territory?", "answer": "Frankfurt am Main", "answer_aliases": ["Frankfurt", "FaM"],
+           "question_decomposition": [
+               {"question": "Sarah Sorge >> place of birth", "answer": "Frankfurt", "title": "Sarah Sorge"},
+               {"question": "Consulate General of the United States, #1 >> located in the administrative territorial "
+                "entity", "answer": "Frankfurt am Main", "title": "Consulate General of the United States, Frankfurt"}]}
+    gold = Gold.from_json(raw)
+    plan = plan_for(gold)
+    assert plan.entities[-1].surfaces == ["Frankfurt am Main"]
+    oracle = Oracle([gold])
+    hop1 = "[Sarah Sorge] Sarah Sorge (born 1969 in Frankfurt) is a German politician."
+    assert oracle.answer(chat("threadrag_answer", question=raw["question"], context=hop1)) == "unknown"
+    hop2 = "[Consulate] The consulate in Frankfurt serves the city of Frankfurt am Main."
+    assert oracle.answer(chat("threadrag_answer", question=raw["question"],
+                              context=f"{hop1}\n\n{hop2}")) == "Frankfurt am Main"

@@ -99,6 +99,12 @@ def question_mention(question: str, surface: str) -> str | None:
     return re.sub(r"['’]s$", "", text).strip() or None
 
 
+def accepted_aliases(gold: Gold) -> list[str]:
+    """The answer's aliases that may stand for it in evidence: 4 characters or
+    more (normalised), longest first ("IN" for India would match every "in")."""
+    return sorted((a for a in gold.answer_aliases if len(normalise(a)) >= 4), key=lambda a: -len(normalise(a)))
+
+
 def _clean(surface: str) -> str:
     return " ".join(surface.split()).strip("\"'“”‘’ ")
 
@@ -148,8 +154,9 @@ def plan_for(gold: Gold) -> Plan:
                 e.asked = mention
     answer = next((e for e in entities if any(_same(gold.answer, s, exact) for s in e.surfaces)), None)
     if answer is not None:          # MuSiQue's accepted answers, after naming: never a question entity
-        answer.surfaces += [a for a in gold.answer_aliases
-                            if len(normalise(a)) >= 4 and a not in answer.surfaces]
+        others = [s for e in entities if e is not answer for s in e.surfaces]
+        answer.surfaces += [a for a in accepted_aliases(gold) if a not in answer.surfaces
+                            and not any(_same(a, s, exact) for s in others)]
     taken: set[str] = set()
     for i, e in enumerate(entities):
         if e.named:
