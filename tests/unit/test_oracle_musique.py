@@ -193,3 +193,17 @@ def test_an_alias_that_spells_the_bridge_is_not_a_surface_of_the_answer():
     hop2 = "[Consulate] The consulate in Frankfurt serves the city of Frankfurt am Main."
     assert oracle.answer(chat("threadrag_answer", question=raw["question"],
                               context=f"{hop1}\n\n{hop2}")) == "Frankfurt am Main"
+
+
+def test_an_alias_the_question_names_is_not_a_surface_of_the_answer():
+    raw = {"id": "3hop1__379315_160713_77246", "question": "What is the Arabic dictionary meaning of the word "
+           "referring to the majority religion in the area of British India, that became India when the country "
+           "containing Barawal was formed?", "answer": "the country of India",
+           "answer_aliases": ["IND", "IN", "India", "in", "Republic of India"], "question_decomposition": [
+               {"question": "Barawal >> country", "answer": "Pakistan", "title": "Barawal (union council)"},
+               {"question": "What was the majority religion in the area of British India that become India when #1 "
+                "was created?", "answer": "Hindu", "title": "Partition of India"},
+               {"question": "what is the meaning of #2 in arabic dictionary", "answer": "the country of India",
+                "title": "Hindus"}]}
+    plan = plan_for(Gold.from_json(raw))
+    assert plan.entities[-1].surfaces == ["the country of India", "Republic of India"]

@@ -62,10 +62,11 @@ merging would join.
 
 ``answer_aliases`` (MuSiQue) are accepted answers: the plan adds the longer
 ones (4 characters or more, normalised: "IN" would match every "in") as
-surfaces of the answer entity, except an alias that spells another entity of
-the chain (the bridge "Frankfurt" of the answer "Frankfurt am Main": the last
-hop would support itself), and the final reply is the answer, or the longest
-such alias when only the alias is in the prompt."""
+surfaces of the answer entity, except an alias that the question names or
+that spells another entity of the chain (the bridge "Frankfurt" of the answer
+"Frankfurt am Main": the last hop would support itself); the final reply is
+the answer, or the longest such alias when only the alias is in the
+evidence."""
 
 from __future__ import annotations
 

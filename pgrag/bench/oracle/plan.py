@@ -99,6 +99,14 @@ def question_mention(question: str, surface: str) -> str | None:
     return re.sub(r"['’]s$", "", text).strip() or None
 
 
+def answer_aliases(plan: Plan) -> list[str]:
+    """The aliases that stand for the answer in this plan's evidence (the
+    answer entity's surfaces that are aliases), longest first."""
+    entity = next((e for e in plan.entities if any(_same(plan.gold.answer, s, plan.gold.exact) for s in e.surfaces)),
+                  None)
+    return [a for a in accepted_aliases(plan.gold) if entity is not None and a in entity.surfaces]
+
+
 def accepted_aliases(gold: Gold) -> list[str]:
     """The answer's aliases that may stand for it in evidence: 4 characters or
     more (normalised), longest first ("IN" for India would match every "in")."""
@@ -156,7 +164,7 @@ def plan_for(gold: Gold) -> Plan:
     if answer is not None:          # MuSiQue's accepted answers, after naming: never a question entity
         others = [s for e in entities if e is not answer for s in e.surfaces]
         answer.surfaces += [a for a in accepted_aliases(gold) if a not in answer.surfaces
-                            and not any(_same(a, s, exact) for s in others)]
+                            and not contains(gold.question, a) and not any(_same(a, s, exact) for s in others)]
     taken: set[str] = set()
     for i, e in enumerate(entities):
         if e.named:

@@ -15,7 +15,7 @@ from ... import prompts
 from ...exceptions import PgragError
 from .gold import Gold
 from .matching import contains, normalise
-from .plan import Plan, accepted_aliases, plan_for
+from .plan import Plan, answer_aliases, plan_for
 from .reading import Reading, evidence_lines, read
 
 REFUSAL = {"cirag_answer": "Unanswerable", "t2rag_answer": "unknown", "t2rag_answer_forced": "unknown",
@@ -100,8 +100,7 @@ class Oracle:
         if len(reading.supported) == len(plan.triples):
             answer = plan.gold.answer
             if plan.gold.answer_aliases and not any(contains(line, answer) for line in lines):
-                answer = next((a for a in accepted_aliases(plan.gold) if any(contains(ln, a) for ln in lines)),
-                              answer)
+                answer = next((a for a in answer_aliases(plan) if any(contains(ln, a) for ln in lines)), answer)
             return Answered(kind, answer, [answer], sorted(reading.supported), [])
         return Answered(kind, REFUSAL[kind], [], sorted(reading.supported), [])
 
