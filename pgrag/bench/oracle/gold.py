@@ -52,7 +52,7 @@ record alone:
   supported; and, as on 2Wiki, a hop is supported only by a line naming both
   its ends, which MuSiQue's paragraphs often do not (the "Tokyo" paragraph
   never says "Japan"): the gold paragraphs themselves (one line each)
-  support every triple of 79 of the 102 questions, about the oracle's EM
+  support every triple of 78 of the 102 questions, about the oracle's EM
   under perfect retrieval (other passages may support a hop too).
 
 The entities of derived triples are identified exactly (``Gold.exact``): a
