@@ -43,7 +43,8 @@ from .common import (
               help="Also build triples and propositions with this extractor (once; reused).")
 @click.option("--oracle", is_flag=True,
               help="Answer the LLM prompts with the oracle reader (pgrag.bench.oracle): an ideal reader of each "
-                   "prompt that knows the question's gold evidence (needs 'evidences' in the questions). "
+                   "prompt that knows the question's gold evidence (needs 'evidences', or MuSiQue's "
+                   "'question_decomposition', in the questions). "
                    "The figures are an upper bound under ideal reasoning.")
 @click.option("--failures", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --oracle: write the loop methods' failed questions (trace, oracle calls, where the "

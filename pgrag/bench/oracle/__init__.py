@@ -1,11 +1,12 @@
 """An oracle reader: an OpenAI-compatible chat server that answers the prompts
 of T2RAG, CIRAG and ThreadRAG as an ideal reader of each prompt would, from the
 gold record of the question (2WikiMultiHopQA's ``evidences`` triples and
-``answer``). ``pgrag eval --oracle`` starts one on 127.0.0.1 and points the
-answering methods at it, so their loops (parsers, state machines, stop rules)
-run as with a real model and the figures measure the loop's retrieval under
-ideal reasoning: an upper bound that separates retrieval design from model
-quality.
+``answer``, or triples derived from MuSiQue's ``question_decomposition``, see
+``gold``, with its ``answer_aliases``). ``pgrag eval --oracle`` starts one on
+127.0.0.1 and points the answering methods at it, so their loops (parsers, state
+machines, stop rules) run as with a real model and the figures measure the
+loop's retrieval under ideal reasoning: an upper bound that separates retrieval
+design from model quality.
 
 What the oracle may use:
 
@@ -33,8 +34,8 @@ the evidence). Then:
   known ends of the unsupported triples are "missing";
 - entities (ThreadRAG): the question's entities;
 - final answers: the gold answer when every triple is supported by the
-  evidence of the prompt, else the method's refusal ("Unanswerable" for CIRAG,
-  "unknown" otherwise).
+  evidence of the prompt (an accepted alias when only the alias is there),
+  else the method's refusal ("Unanswerable" for CIRAG, "unknown" otherwise).
 
 The leak guard: every value a reply carries (an entity, an answer) must occur
 in the prompt (normalised), yes/no excepted; a reply that would break this
@@ -45,20 +46,21 @@ The oracle keeps a log of what each prompt contained (which gold triples it
 supported, which gold titles it mentioned) so that a failure can be traced to
 where the loop lost the second hop.
 
-Each part has its module: ``gold`` (the records), ``matching`` (normalised
-matching), ``plan`` (a question's entities and triples), ``reading`` (what a
-prompt's evidence establishes), ``reader`` (the replies and the leak guard),
-``server`` (the HTTP server) and ``diagnosis`` (where a failed question lost its
-evidence). What ``pgrag eval --oracle`` and the tests use is named here.
+Each part has its module: ``gold`` (the records, MuSiQue's derived triples),
+``matching`` (normalised matching), ``plan`` (a question's entities and
+triples), ``reading`` (what a prompt's evidence establishes), ``reader`` (the
+replies and the leak guard), ``server`` (the HTTP server) and ``diagnosis``
+(where a failed question lost its evidence). What ``pgrag eval --oracle`` and
+the tests use is named here.
 """
 
 from __future__ import annotations
 
 from .diagnosis import LOOP_METHODS, diagnose, failures
 from .gold import Gold, load_gold
-from .plan import plan_for
+from .plan import grounded, plan_for
 from .reader import ANSWER_KINDS, Oracle, OracleCannotAnswer, OracleLeak, guard
 from .server import OracleServer, model_name
 
 __all__ = ["ANSWER_KINDS", "LOOP_METHODS", "Gold", "Oracle", "OracleCannotAnswer", "OracleLeak", "OracleServer",
-           "diagnose", "failures", "guard", "load_gold", "model_name", "plan_for"]
+           "diagnose", "failures", "grounded", "guard", "load_gold", "model_name", "plan_for"]

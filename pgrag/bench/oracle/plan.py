@@ -14,11 +14,14 @@ def _key(surface: str) -> str:
     return normalise(re.sub(r"\([^)]*\)", " ", surface))
 
 
-def _same(a: str, b: str) -> bool:
-    """Two gold surfaces of one entity: equal keys, or one a prefix of the other
-    at a word boundary ("Christian August" / "Christian August, Prince of ...")."""
+def _same(a: str, b: str, exact: bool = False) -> bool:
+    """Two gold surfaces of one entity: equal keys, or (unless ``exact``) one a
+    prefix of the other at a word boundary ("Christian August" / "Christian
+    August, Prince of ..."). MuSiQue's triples are ``exact``: its decomposition
+    copies a bridge's surface, and an answer may extend an earlier one
+    ("Toronto" / "Toronto Coach Terminal")."""
     ka, kb = _key(a), _key(b)
-    return bool(ka and kb) and (ka == kb or ka.startswith(kb + " ") or kb.startswith(ka + " "))
+    return bool(ka and kb) and (ka == kb or not exact and (ka.startswith(kb + " ") or kb.startswith(ka + " ")))
 
 
 # -- the reading plan of one question -------------------------------------------
@@ -96,6 +99,20 @@ def question_mention(question: str, surface: str) -> str | None:
     return re.sub(r"['’]s$", "", text).strip() or None
 
 
+def answer_aliases(plan: Plan) -> list[str]:
+    """The aliases that stand for the answer in this plan's evidence (the
+    answer entity's surfaces that are aliases), longest first."""
+    entity = next((e for e in plan.entities if any(_same(plan.gold.answer, s, plan.gold.exact) for s in e.surfaces)),
+                  None)
+    return [a for a in accepted_aliases(plan.gold) if entity is not None and a in entity.surfaces]
+
+
+def accepted_aliases(gold: Gold) -> list[str]:
+    """The answer's aliases that may stand for it in evidence: 4 characters or
+    more (normalised), longest first ("IN" for India would match every "in")."""
+    return sorted((a for a in gold.answer_aliases if len(normalise(a)) >= 4), key=lambda a: -len(normalise(a)))
+
+
 def _clean(surface: str) -> str:
     return " ".join(surface.split()).strip("\"'“”‘’ ")
 
@@ -104,10 +121,11 @@ def plan_for(gold: Gold) -> Plan:
     """Entities and triples of a gold record, each entity marked named (the
     question names it) or given a placeholder, from the record alone."""
     entities: list[Entity] = []
+    exact = gold.exact
 
     def entity(surface: str) -> int:
         for i, e in enumerate(entities):
-            if any(_same(surface, s) for s in e.surfaces):
+            if any(_same(surface, s, exact) for s in e.surfaces):
                 if surface not in e.surfaces:
                     e.surfaces.append(surface)
                 return i
@@ -123,13 +141,17 @@ def plan_for(gold: Gold) -> Plan:
     triples = []
     for s, (_s, r, o) in zip(subjects, gold.evidences):
         o = _clean(o)
-        match = next((i for i in range(n_subjects) if any(_same(o, x) for x in entities[i].surfaces)), None)
+        match = next((i for i in range(n_subjects) if any(_same(o, x, exact) for x in entities[i].surfaces)), None)
         if match is None:
             entities.append(Entity(surfaces=[o]))
             match = len(entities) - 1
         elif o not in entities[match].surfaces:
             entities[match].surfaces.append(o)
         triples.append((s, r, match))
+    for subject, form in gold.forms:        # MuSiQue: the other surfaces of a root subject
+        e = next((e for e in entities if subject in e.surfaces), None)
+        if e is not None and form not in e.surfaces:
+            e.surfaces.append(form)
     objects = {o for _, _, o in triples}
     for i, e in enumerate(entities):
         e.asked = next((s for s in e.surfaces if contains(gold.question, s)), None)
@@ -138,6 +160,11 @@ def plan_for(gold: Gold) -> Plan:
             if mention:
                 e.surfaces.append(mention)
                 e.asked = mention
+    answer = next((e for e in entities if any(_same(gold.answer, s, exact) for s in e.surfaces)), None)
+    if answer is not None:          # MuSiQue's accepted answers, after naming: never a question entity
+        others = [s for e in entities if e is not answer for s in e.surfaces]
+        answer.surfaces += [a for a in accepted_aliases(gold) if a not in answer.surfaces
+                            and not contains(gold.question, a) and not any(_same(a, s, exact) for s in others)]
     taken: set[str] = set()
     for i, e in enumerate(entities):
         if e.named:
@@ -150,4 +177,21 @@ def plan_for(gold: Gold) -> Plan:
         taken.add(name)
         e.placeholder = name
     return Plan(gold=gold, entities=entities, triples=triples)
+
+
+def grounded(plan: Plan) -> bool:
+    """Whether the plan's chain is clean: every triple is reachable from the
+    entities the question names (were every triple supported) and the answer
+    is not one of them."""
+    known = {i for i, e in enumerate(plan.entities) if e.named}
+    answer = {i for i, e in enumerate(plan.entities)
+              if any(_same(plan.gold.answer, s, plan.gold.exact) for s in e.surfaces)}
+    reached: set[int] = set()
+    while True:
+        new = {t for t, (s, _r, o) in enumerate(plan.triples) if t not in reached and (s in known or o in known)}
+        if not new:
+            break
+        reached |= new
+        known |= {e for t in new for e in (plan.triples[t][0], plan.triples[t][2])}
+    return len(reached) == len(plan.triples) and not any(plan.entities[i].named for i in answer)
 

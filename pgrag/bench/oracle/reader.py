@@ -15,7 +15,7 @@ from ... import prompts
 from ...exceptions import PgragError
 from .gold import Gold
 from .matching import contains, normalise
-from .plan import Plan, plan_for
+from .plan import Plan, answer_aliases, plan_for
 from .reading import Reading, evidence_lines, read
 
 REFUSAL = {"cirag_answer": "Unanswerable", "t2rag_answer": "unknown", "t2rag_answer_forced": "unknown",
@@ -98,7 +98,10 @@ class Oracle:
     def _final(self, kind: str, plan: Plan, lines: list[str]) -> Answered:
         reading = read(plan, lines)
         if len(reading.supported) == len(plan.triples):
-            return Answered(kind, plan.gold.answer, [plan.gold.answer], sorted(reading.supported), [])
+            answer = plan.gold.answer
+            if plan.gold.answer_aliases and not any(contains(line, answer) for line in lines):
+                answer = next((a for a in answer_aliases(plan) if any(contains(ln, a) for ln in lines)), answer)
+            return Answered(kind, answer, [answer], sorted(reading.supported), [])
         return Answered(kind, REFUSAL[kind], [], sorted(reading.supported), [])
 
     def _t2rag_answer(self, plan: Plan, fields: dict[str, str]) -> Answered:
