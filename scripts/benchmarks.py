@@ -335,6 +335,34 @@ def musique_section() -> list[str]:
     return out
 
 
+def oracle_musique_section() -> list[str]:
+    """Issue 44: T2RAG, CIRAG and ThreadRAG on MuSiQue under the oracle reader (runs.json)."""
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    run, run44 = runs.get("oracle_musique"), runs.get("musique_issue44")
+    if not run or not run44:
+        return []
+    plain = run44["eval"]["musique"]
+    types = sorted(next(iter(run["em_by_type"].values())))
+    out = ["## The answering loops under the oracle reader on MuSiQue (issue 44)", "", "```", run["command"], "```",
+           "", f"All {run['documents']} passages and {run['questions']} questions, {run['depth']} chunks per "
+           "question, spaCy triples, the oracle reader (an upper bound under ideal reasoning; see the 2Wiki "
+           "sections above), beside each method's retrieval only (the MuSiQue table above; tigrag for "
+           "reference). Run `oracle_musique` of runs.json. " + run["notes"][0], "",
+           "| method | retrieval only R@2 | retrieval only R@5 | oracle R@2 | oracle R@5 | oracle R@20 | oracle EM | "
+           f"oracle F1 | oracle EM {' / '.join(types)} |", "|---|" + "---|" * 8,
+           f"| tigrag | {plain['tigrag']['recall@2']:.1f} | {plain['tigrag']['recall@5']:.1f} | "
+           + " | ".join(["–"] * 6) + " |"]
+    for name, m in run["methods"].items():
+        out.append(f"| {name} | {plain[name]['recall@2']:.1f} | {plain[name]['recall@5']:.1f} | "
+                   f"{m['recall@2']:.1f} | {m['recall@5']:.1f} | {m['recall@20']:.1f} | "
+                   f"{m['em']:.1f} | {m['f1']:.1f} | "
+                   + " / ".join(f"{run['em_by_type'][name][t]:.1f}" for t in types) + " |")
+    out += ["", "Where the failed questions lost their evidence (pgrag.bench.oracle.diagnose): " + "; ".join(
+        f"{name} " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+        for name, kinds in run["failures"].items()) + ". " + run["notes"][1], ""]
+    return out
+
+
 def levers_section() -> list[str]:
     """Issue 37: what each candidate lever buys tigrag on the 111 questions."""
     path = OUT / "tigrag_levers.jsonl"
@@ -508,7 +536,7 @@ def render() -> str:
                 "second hop (no encoding at all) still leaves `tigrag` at 2.2 × dense's p50, with the "
                 "one-hop recall (59.2 / 68.9): the expansion (PPR, 25 ms) and the question's own "
                 "embedding (13 ms) are most of the rest.", ""]
-    out += levers_section() + musique_section() + cirag_oracle_section()
+    out += levers_section() + musique_section() + oracle_musique_section() + cirag_oracle_section()
     if queries:
         out += ["## Query latency (`pgrag bench queries`)", "", "```", COMMANDS["queries"], "```", "",
                 f"{queries['questions']} questions, k = {queries['k']}, after {queries['warmup']} warm-up "
