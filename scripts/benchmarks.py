@@ -287,8 +287,8 @@ def musique_section() -> list[str]:
            "default (`hop_remainder=\"add\"` and text titles); `tigrag (before text titles)` the default with "
            "`hop_remainder` alone; `tigrag (before)` the method before both: on MuSiQue the same `pgrag eval`, "
            "on 2Wiki the first row of the levers' table below (the same Recall@k, computed by the levers' "
-           "loop). The quality table at the top of this page predates both (its tigrag row is "
-           "`tigrag (before)`). Every figure of this section is run `musique_issue44` of runs.json.", "",
+           "loop). The quality table at the top of this page is a later run of the current default (the same "
+           "figures on 2Wiki). Every figure of this section is run `musique_issue44` of runs.json.", "",
            "| method | " + " | ".join(f"{names[b]} {col}" for b in benches
                                       for col in ("R@2", "R@5", "R@10", "R@20", "R@2 95 %", "R@5 95 %")) + " |",
            "|---|" + "---|" * 12]
@@ -374,10 +374,8 @@ def levers_section() -> list[str]:
     out = ["## TIGRAG levers past the paper (issue 37)", "", "```", *LEVERS, "```", "",
            "Each lever alone on the old default (`tigrag` before issue 37: no title linking), then together; "
            "the 111 questions, 80 chunks per question as in `pgrag eval` (the first row is that command's run, "
-           "with `--k 2,5,10,20`; the quality table at the top predates this change, its tigrag row is this "
-           "one). p50 was measured while two other developers' test suites ran on the same "
-           "two cores (the old default's p50 is 70.9 ms on a quiet machine, above): compare recall, "
-           "not these times.", "",
+           "with `--k 2,5,10,20`). p50 was measured while two other developers' test suites ran on the same "
+           "two cores: compare recall, not these times.", "",
            "| lever | options | R@2 | R@5 | R@10 | R@20 | p50 ms |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         options = ", ".join(f"{k}={v}" for k, v in r["options"].items()) or "–"
