@@ -166,6 +166,9 @@ def build(root: Path, *, quiet: bool = False) -> bool:
     version = python_version(root)
     if version is None:
         return _cannot("the embedded server has no plpython3u (python -m pgrag.plpython)")
+    if tuple(int(n) for n in version.split(".")) >= (3, 12):
+        return _cannot(f"its plpython3.so links Python {version}, where PL/Python's registering of plpy "
+                       "after this library has started Python is a fatal error (preload.c)")
     include = _python_include(version)
     if include is None:
         return _cannot(f"no headers for Python {version} (Debian: apt-get install libpython{version}-dev)")

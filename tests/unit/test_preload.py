@@ -64,3 +64,10 @@ def test_the_python_plpython_links_is_read_from_its_library(tmp_path):
 
 def test_a_backend_not_forked_from_a_preloading_postmaster_is_always_current():
     assert preload.PRELOADED is False and preload.current(["/nowhere"]) is True
+
+
+def test_build_refuses_a_python_that_would_abort_every_backend(tmp_path, capsys):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "plpython3.so").write_bytes(b"...libpython3.12.so.1.0...")
+    assert preload.build(tmp_path) is False
+    assert "fatal error" in capsys.readouterr().err and not preload.library_file(tmp_path).exists()
