@@ -4,15 +4,17 @@ validate (``pgrag.sources.validate``, by the caller) -> change detection
 (``changes``: unchanged documents only get their metadata refreshed) -> prepare
 (``prepare``: spaCy, embeddings, the families' plans) -> write (``write``: one
 transaction a batch, under the corpus's write lock). With prefetch the next
-batch is prepared in a thread while this one is written, so the database's work
-and the models' overlap.
+``AHEAD`` batches are prepared in threads while this one is written, so the
+database's work and the models' overlap, and so do one batch's spaCy parse (one
+core) and another's embeddings (every core).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..config import in_server
@@ -26,6 +28,12 @@ from .changes import read_states, unchanged
 from .prepare import Prepared, prepare
 from .report import IngestReport, add_timings
 from .write import update_metadata, write_batch
+
+# Batches prepared ahead of the write. With one, a batch's parse and its
+# embeddings ran in turn, and during the parse (spaCy, one core) the other core
+# idled; with two, the threads drift into a pipeline where one parses while the
+# other embeds (docs/SCALING.md, "Ingest through the runtime").
+AHEAD = 2
 
 
 def ingest(
@@ -41,8 +49,8 @@ def ingest(
 ) -> IngestReport:
     """Index ``documents`` (already validated) into ``corpus``, ``batch_size``
     documents a transaction. With ``prefetch`` (by default ``prefetches(embedder)``)
-    the next batch's sentences and vectors are computed in a thread while this
-    batch is written, so the database's work and the models' overlap."""
+    the next ``AHEAD`` batches' sentences and vectors are computed in threads
+    while this batch is written, so the database's work and the models' overlap."""
     started = time.perf_counter()
     report = IngestReport(corpus=corpus.name, documents=len(documents))
     current = unchanged(read_states(db, corpus.corpus_id, [d.external_id for d in documents]), documents)
@@ -53,27 +61,32 @@ def ingest(
             update_metadata(conn, corpus.corpus_id, [d for d in documents if d.external_id in current])
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     ahead = prefetches(embedder) if prefetch is None else prefetch
+    waited = 0.0   # with prefetch: the time this thread waited for prepared batches
 
     def prepare_part(batch: Sequence[DocumentIn]) -> tuple[list[Prepared], IngestReport]:
         part = IngestReport(corpus=corpus.name)
         return prepare(batch, corpus, embedder, spacy_model, batch_size, part), part
 
     with tqdm(total=len(todo), unit="doc", desc=f"ingest {corpus.name}", disable=not progress or not todo) as bar, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-prepare") as pool:
-        following = pool.submit(prepare_part, batches[0]) if ahead and batches else None
+            ThreadPoolExecutor(max_workers=AHEAD, thread_name_prefix="pgrag-prepare") as pool:
+        following: deque[Future[tuple[list[Prepared], IngestReport]]] = deque(
+            pool.submit(prepare_part, b) for b in (batches[:AHEAD] if ahead else []))
         try:
             for i, batch in enumerate(batches):
-                if following is None:
+                if not ahead:
                     prepared = prepare(batch, corpus, embedder, spacy_model, batch_size, report)
                 else:
-                    prepared, part = following.result()
-                    following = pool.submit(prepare_part, batches[i + 1]) if i + 1 < len(batches) else None
+                    t_wait = time.perf_counter()
+                    prepared, part = following.popleft().result()
+                    waited += time.perf_counter() - t_wait
+                    if i + AHEAD < len(batches):
+                        following.append(pool.submit(prepare_part, batches[i + AHEAD]))
                     add_timings(report, part)
                 write_batch(db, corpus, prepared, report, embedder)
                 bar.update(len(batch))
         finally:
-            if following is not None:
-                following.cancel()
+            for future in following:
+                future.cancel()
     if todo:
         with db.transaction() as conn:
             # Under the write lock: two ingests finishing together would otherwise
@@ -81,8 +94,11 @@ def ingest(
             conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
             conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
     report.total_seconds = time.perf_counter() - started
-    # With prefetch the models' time overlaps the writes: "other" is the time they did not hide.
-    report.other_seconds = report.total_seconds - report.embedding_seconds - report.nlp_seconds
+    # "other" is the time this thread worked while no model call held it up. With
+    # prefetch the model calls overlap each other and the writes, so the three
+    # timings add up to more than the total.
+    report.other_seconds = report.total_seconds - (
+        waited if ahead else report.embedding_seconds + report.nlp_seconds)
     return report
 
 

@@ -20,6 +20,9 @@ class IngestReport:
     entities: int = 0
     nodes: int = 0                    # ThreadRAG semantic nodes (0 unless the corpus maintains them)
     names: int = 0                    # ThreadRAG name vectors (likewise)
+    # The model timings are the time their calls took; with prefetch (ingest.pipeline)
+    # they overlap each other and the writes, and other_seconds is the time the
+    # writing thread worked while no model call held it up.
     total_seconds: float = 0.0
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0

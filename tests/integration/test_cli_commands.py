@@ -113,8 +113,9 @@ def test_bench_ingest_and_bench_graph_on_a_small_corpus(database_uri, docs_file,
     db = pgrag.connect(database_uri)
     [corpus] = db.corpora()
     assert corpus["name"] == data["corpus"] and (data["documents"], data["chunks"]) == (5, corpus["chunks"])
-    assert data["total_seconds"] == pytest.approx(
-        data["embedding_seconds"] + data["nlp_seconds"] + data["other_seconds"], abs=0.01)
+    # the model calls may overlap each other and the writes (prefetch), never leave time unaccounted
+    assert 0 <= data["other_seconds"] <= data["total_seconds"]
+    assert data["embedding_seconds"] + data["nlp_seconds"] + data["other_seconds"] >= data["total_seconds"] - 0.01
     assert (data["families"], data["semantic_nodes"], data["node_embedding_seconds"]) == ([], 0, 0.0)
     result = run("bench", "ingest", "--corpus-file", str(docs_file), "--methods", "threadrag", "--out", str(out),
                  "--dsn", database_uri)

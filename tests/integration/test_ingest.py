@@ -337,8 +337,8 @@ class RecordingEmbedder:
 
 
 def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs, shared_models, monkeypatch):
-    """Prefetch (a client's default with the model runtime): the models run in a
-    thread one batch ahead, the tables equal a build without it, and a model
+    """Prefetch (a client's default with the model runtime): the models run in
+    threads ahead of the writes, the tables equal a build without it, and a model
     error in a later batch keeps the batches written before it and reaches the
     caller."""
     from pathlib import Path
@@ -371,3 +371,44 @@ def test_a_client_prepares_the_next_batch_while_it_writes_this_one(db, wiki_docs
         ingest(db, failing.info, marked, embedder=RecordingEmbedder(remote, "EXPLODE"),
                spacy_model=failing.settings.spacy_model, batch_size=2, progress=False, prefetch=True)
     assert counts(db, failing.id)["document"] == 4        # the two batches before the third
+
+
+class PairedEmbedder(RecordingEmbedder):
+    """The real embedder, whose first two calls each wait until the other has
+    started: only an ingest that prepares two batches at once gets past them."""
+
+    def __init__(self, inner) -> None:
+        import threading
+
+        super().__init__(inner)
+        self.pair, self.lock, self.calls = threading.Barrier(2, timeout=20), threading.Lock(), 0
+
+    def encode(self, texts, *, batch_size: int = 32):
+        with self.lock:
+            self.calls += 1
+            paired = self.calls <= 2
+        if paired:
+            self.pair.wait()
+        return super().encode(texts, batch_size=batch_size)
+
+
+def test_prefetch_embeds_one_batch_while_it_parses_the_next(db, wiki_docs, shared_models, monkeypatch):
+    """Two batches are prepared at once, so one's embeddings overlap the other's
+    spaCy parse: with one batch ahead the first call would wait for a partner
+    that never comes (docs/SCALING.md, "Ingest through the runtime")."""
+    from pathlib import Path
+
+    from pgrag import model_client
+    from pgrag.ingest import ingest
+    from pgrag.sources import validate
+
+    kb = db.corpus("paired")
+    monkeypatch.setenv("PGRAG_MODEL_RUNTIME", shared_models)
+    remote = model_client.RemoteEmbedder(model_client.Endpoint(socket=Path(shared_models.removeprefix("unix:"))),
+                                         kb.embedder.name)
+    paired = PairedEmbedder(remote)
+    report = ingest(db, kb.info, validate(wiki_docs), embedder=paired, spacy_model=kb.settings.spacy_model,
+                    batch_size=2, progress=False, prefetch=True)
+    assert report.added == len(wiki_docs) and paired.calls == len(paired.threads) == 3
+    assert len(set(paired.threads[:2])) == 2          # the pair ran in two threads
+    assert 0 <= report.other_seconds <= report.total_seconds
