@@ -94,9 +94,9 @@ def ingest(
             conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
             conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
     report.total_seconds = time.perf_counter() - started
-    # "other" is the time this thread worked while no model call held it up. With
-    # prefetch the model calls overlap each other and the writes, so the three
-    # timings add up to more than the total.
+    # "other" is this thread's own work (chunking, the writes): the total less the
+    # time it waited for the models. With prefetch that work overlaps the models'
+    # on the batches ahead, so the three timings add up to more than the total.
     report.other_seconds = report.total_seconds - (
         waited if ahead else report.embedding_seconds + report.nlp_seconds)
     return report

@@ -20,9 +20,9 @@ class IngestReport:
     entities: int = 0
     nodes: int = 0                    # ThreadRAG semantic nodes (0 unless the corpus maintains them)
     names: int = 0                    # ThreadRAG name vectors (likewise)
-    # The model timings are the time their calls took; with prefetch (ingest.pipeline)
-    # they overlap each other and the writes, and other_seconds is the time the
-    # writing thread worked while no model call held it up.
+    # The model timings are the time their calls took; other_seconds is the rest of
+    # the ingest's own thread (chunking, the writes). With prefetch (ingest.pipeline)
+    # all three overlap, so they add up to more than total_seconds.
     total_seconds: float = 0.0
     embedding_seconds: float = 0.0
     nlp_seconds: float = 0.0

@@ -270,15 +270,17 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             trace.time("titles", t_link)
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
         t_embed = time.perf_counter()
-        embeddings = _hop_embeddings(ctx, question, question_vector, entities, query, settings, trace)
         extra_step: dict[str, object] = {}
+        rest_texts: list[str] = []
         if settings.hop_remainder != "off":
             rest = tigrag_chain.remainder(question, " ".join(resolved))
             # an entity the question names adds nothing to its remaining part: no vector for it
-            unnamed = tigrag_chain.bridges(question, entities)
-            vectors = ctx.encode([f"{rest} {e}" for e in unnamed], trace) if unnamed else []
-            embeddings = vectors if settings.hop_remainder == "replace" and vectors else [*embeddings, *vectors]
+            rest_texts = [f"{rest} {e}" for e in tigrag_chain.bridges(question, entities)]
             extra_step = {"remainder": rest}
+        embeddings, vectors = _hop_embeddings(ctx, question, question_vector, entities, query, settings, trace,
+                                              rest_texts)
+        if settings.hop_remainder != "off":
+            embeddings = vectors if settings.hop_remainder == "replace" and vectors else [*embeddings, *vectors]
         # within the "embed" stage; a step of its own keeps the stage timings disjoint
         trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
                    ms=round((time.perf_counter() - t_embed) * 1000, 3), **extra_step)
@@ -302,19 +304,26 @@ def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:
 
 
 def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, entities: list[str],
-                    query: str, settings: TigragSettings, trace: Trace) -> list[np.ndarray]:
-    """The rerank vectors of a hop after the first (``settings.hop_embedding``)."""
+                    query: str, settings: TigragSettings, trace: Trace,
+                    extra: list[str] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The rerank vectors of a hop after the first (``settings.hop_embedding``),
+    and the vectors of the ``extra`` texts, encoded in the same call: one round
+    trip to the model runtime, not two."""
+    extra = extra or []
     if settings.hop_embedding == "concat":
-        return ctx.encode([f"{question} {e}" for e in entities], trace)
-    if settings.hop_embedding == "joint":
-        return ctx.encode([query], trace)
+        own = [f"{question} {e}" for e in entities]
+    else:
+        own = [query] if settings.hop_embedding == "joint" else list(entities)
+    encoded = ctx.encode([*own, *extra], trace)
+    if settings.hop_embedding != "sum":
+        return encoded[: len(own)], encoded[len(own):]
     # "sum": normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
     q = np.asarray(question_vector, dtype=np.float32)
-    e = np.asarray(ctx.encode(entities, trace), dtype=np.float32)
+    e = np.asarray(encoded[: len(own)], dtype=np.float32)
     q = q / max(float(np.sqrt(np.einsum("i,i", q, q))), 1e-12)
     e = e / np.maximum(np.sqrt(np.einsum("ij,ij->i", e, e)), 1e-12)[:, None]
     v = q[None, :] + settings.entity_weight * e
-    return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None])
+    return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None]), encoded[len(own):]
 
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:

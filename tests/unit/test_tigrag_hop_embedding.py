@@ -29,17 +29,36 @@ class FakeContext:
         return list(self.embedder.encode(list(texts)))
 
 
-def vectors(mode: str, **options) -> tuple[FakeContext, list[np.ndarray]]:
+def vectors(mode: str, extra: list[str] | None = None, **options) -> tuple[FakeContext, list[np.ndarray]]:
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
     settings = TigragSettings(hop_embedding=mode, **options)
-    return ctx, _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION))
+    own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
+                                extra)
+    assert len(more) == len(extra or [])
+    return ctx, own
 
 
 def test_concat_is_the_papers_question_plus_entity():
     ctx, out = vectors("concat")
     assert ctx.calls == [[f"{QUESTION} {e}" for e in ENTITIES]]
     assert np.allclose(out, ctx.embedder.encode(ctx.calls[0]))
+
+
+@pytest.mark.parametrize("mode", ["concat", "sum", "joint"])
+def test_extra_texts_ride_in_the_same_call(mode):
+    """The remaining part's texts (hop_remainder) go in the mode's own call: one
+    round trip to the model runtime; each comes back as its own vector."""
+    extra = [f"mother die {e}" for e in ENTITIES]
+    ctx = FakeContext()
+    q = ctx.embedder.encode([QUESTION])[0]
+    settings = TigragSettings(hop_embedding=mode)
+    own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
+                                extra)
+    assert len(ctx.calls) == 1 and ctx.calls[0][len(ctx.calls[0]) - len(extra):] == extra
+    assert np.allclose(more, ctx.embedder.encode(extra))
+    _, alone = vectors(mode)
+    assert np.allclose(own, alone)
 
 
 def test_joint_is_one_vector_of_the_graph_query():
