@@ -55,6 +55,7 @@ class Stats:
     started: float = field(default_factory=time.time)
 
 
+DEFAULT_TORCH_WINDOW = 0.002   # seconds a text waits for company when the model runs on torch
 MIN_SPLIT = 4   # texts: a batch is split among idle workers only into parts this large
 
 
@@ -135,7 +136,7 @@ class Batcher:
 class Models:
     """The models the runtime serves: one embedding model, spaCy pipelines on demand."""
 
-    def __init__(self, model: str, *, window: float, max_batch: int, workers: int | None = None) -> None:
+    def __init__(self, model: str, *, window: float | None, max_batch: int, workers: int | None = None) -> None:
         from .embed import loaded_embedder
 
         # On ONNX Runtime, ``workers`` calls run at once, each on one thread (one
@@ -149,6 +150,13 @@ class Models:
         self.workers = wanted if onnx else 1
         if onnx:
             _spacy_without_torch()
+        if window is None:
+            # On ONNX Runtime a text costs the same alone or in a batch (MiniLM, one
+            # thread: 4.3 ms a second-hop text in calls of 4 to 64), so waiting for
+            # company only adds latency: tigrag's single-client p50 117 -> 107 ms,
+            # 8 clients' throughput equal (docs/SCALING.md). On torch a call's own
+            # overhead is what batching saves.
+            window = 0.0 if onnx else DEFAULT_TORCH_WINDOW
         self.name = model
         self.stats = Stats()
         self.executor = ThreadPoolExecutor(max_workers=self.workers + (1 if self.workers > 1 else 0),
@@ -361,14 +369,15 @@ def _warm_parser() -> None:
 
 
 def serve(path: Path | None, model: str, *, group: str | None = None, owner: str | None = None,
-          window_ms: float = 2.0, max_batch: int = 64, host: str | None = None, port: int | None = None,
+          window_ms: float | None = None, max_batch: int = 64, host: str | None = None, port: int | None = None,
           workers: int | None = None) -> None:
     """Load the models, then serve them on ``path`` (or, when asked, on TCP
     ``host:port``, for an application server elsewhere: no socket permissions
     guard it then) until SIGTERM / SIGINT."""
     import uvicorn
 
-    models = Models(model, window=window_ms / 1000, max_batch=max_batch, workers=workers)
+    models = Models(model, window=None if window_ms is None else window_ms / 1000, max_batch=max_batch,
+                    workers=workers)
     models.embedder.encode(["warm up"])   # the first call allocates; do it before the first caller
     if port is not None:
         sock = socket.create_server((host or "127.0.0.1", port), backlog=512)
@@ -479,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=config.DEFAULT_EMBEDDING_MODEL)
     parser.add_argument("--group", default=None)
     parser.add_argument("--owner", default=None)
-    parser.add_argument("--window-ms", type=float, default=2.0)
+    parser.add_argument("--window-ms", type=float, default=None,
+                        help="how long a text waits for company (default: 0 on ONNX Runtime, 2 on torch)")
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--workers", type=int, default=None,
                         help="model calls at once on ONNX Runtime, one thread each (default: one per core)")

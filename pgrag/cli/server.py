@@ -107,8 +107,9 @@ def _socket(socket: Path | None, data_dir: Path | None) -> Path:
 @click.option("--model", default=None, help="Embedding model (default: $PGRAG_EMBEDDING_MODEL, else all-MiniLM-L6-v2).")
 @click.option("--group", default=None, help="OS group that may open the socket too (mode 0660; else 0600).")
 @click.option("--owner", default=None, help="OS user that owns the socket (run as root for a server's user).")
-@click.option("--window-ms", type=float, default=2.0, show_default=True,
-              help="How long a request waits for others to share its model batch.")
+@click.option("--window-ms", type=float, default=None,
+              help="How long a request waits for others to share its model batch (default: 0 on ONNX Runtime, "
+                   "where a text costs the same alone or batched; 2 on torch).")
 @click.option("--max-batch", type=int, default=64, show_default=True, help="Texts per model batch.")
 @click.option("--port", type=int, default=None,
               help="Serve on TCP instead of a socket (for backends on other machines; nothing but the network "
@@ -116,7 +117,7 @@ def _socket(socket: Path | None, data_dir: Path | None) -> Path:
                    "'http://HOST:PORT/v1'.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address for --port.")
 def models_serve(socket: Path | None, data_dir: Path | None, model: str | None, group: str | None,
-                 owner: str | None, window_ms: float, max_batch: int, port: int | None, host: str) -> None:
+                 owner: str | None, window_ms: float | None, max_batch: int, port: int | None, host: str) -> None:
     """Serve the models on a Unix socket, in the foreground, restarting the runtime if it dies.
 
     For an existing PostgreSQL on this machine, run it as the server's OS user and
@@ -127,8 +128,9 @@ def models_serve(socket: Path | None, data_dir: Path | None, model: str | None, 
     """
     from .. import model_service
 
-    argv = ["--model", model or load_settings(None).embedding_model, "--window-ms", str(window_ms),
-            "--max-batch", str(max_batch)]
+    argv = ["--model", model or load_settings(None).embedding_model, "--max-batch", str(max_batch)]
+    if window_ms is not None:
+        argv += ["--window-ms", str(window_ms)]
     if port is not None:
         argv += ["--host", host, "--port", str(port)]
         where = f"http://{host}:{port}/v1"
