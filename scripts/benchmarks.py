@@ -655,12 +655,16 @@ def render() -> str:
                 f"{ingest['documents']} documents → {ingest['sentences']} sentences, {ingest['chunks']} chunks, "
                 f"{ingest['entities']} entities in {ingest['total_seconds']:.0f} s "
                 f"({ingest['docs_per_second']} documents/s on {ingest['machine'].get('cpus', '?')} CPUs).", "",
-                "| stage | seconds | share |", "|---|---|---|"]
-        for label, key in (("embedding (sentence-transformers)", "embedding_seconds"),
+                "| stage | seconds in its calls | of the total |", "|---|---|---|"]
+        for label, key in (("embedding (MiniLM, in the model runtime)", "embedding_seconds"),
                            ("spaCy (sentences, NER)", "nlp_seconds"),
-                           ("everything else (SQL indexing, COPY, chunking)", "other_seconds")):
+                           ("the writing thread (SQL indexing, COPY, chunking)", "other_seconds")):
             out.append(f"| {label} | {ingest[key]:.1f} | {ingest[key] / ingest['total_seconds']:.0%} |")
         out.append("")
+        if ingest["embedding_seconds"] + ingest["nlp_seconds"] + ingest["other_seconds"] > ingest["total_seconds"] + 1:
+            out += ["The stages overlap (two batches prepared ahead of the writes, one parsing while the other "
+                    "embeds: docs/SCALING.md, \"Ingest through the runtime\"), so they add up to more than the "
+                    "total.", ""]
     if ingest and with_nodes:
         out += ["With ThreadRAG's semantic nodes (`" + COMMANDS["ingest_threadrag"] + "`): "
                 f"{with_nodes['semantic_nodes']} nodes, {with_nodes['total_seconds']:.0f} s in all, of which "
