@@ -110,9 +110,12 @@ class Batcher:
             while parts < len(live) // MIN_SPLIT and not slots.locked():
                 await slots.acquire()   # free now: no wait
                 parts += 1
-            size = -(-len(live) // parts)
-            for start in range(0, len(live), size):
-                task = asyncio.get_running_loop().create_task(self._call(live[start:start + size], slots))
+            # Dealt round-robin, not cut in runs: the queue holds a request's texts
+            # longest first, so runs would give one worker all the long texts and
+            # the request would wait for it (TIGRAG's second hop: its question+name
+            # texts on one worker, its short remaining-part texts on the other).
+            for i in range(parts):
+                task = asyncio.get_running_loop().create_task(self._call(live[i::parts], slots))
                 self.calls.add(task)   # held until done: the loop keeps only weak references
                 task.add_done_callback(self.calls.discard)
 

@@ -53,6 +53,16 @@ def test_one_request_is_split_among_idle_workers_and_answered_in_order(workers):
     assert sorted(t for call in work.calls for t in call) == sorted(texts)
 
 
+def test_a_split_deals_long_and_short_texts_to_every_worker():
+    """A request's texts reach the queue longest first; each worker's part gets
+    its share of the long ones, so no worker holds up the request alone."""
+    work = Recorder()
+    texts = [f"long text {i} " + "x" * 60 for i in range(8)] + [f"short {i}" for i in range(8)]
+    serve(2, [texts], work)
+    assert len(work.calls) == 2
+    assert [sum(len(t) > 40 for t in call) for call in work.calls] == [4, 4]
+
+
 def test_a_small_request_is_not_split():
     work = Recorder()
     serve(2, [["one", "two", "three"][: MIN_SPLIT - 1]], work)
