@@ -205,6 +205,13 @@ if in_server():
     _server_process_defaults()
 
 
+def blas_single_threaded() -> bool:
+    """Whether this process's BLAS runs on one thread (``OPENBLAS_NUM_THREADS``
+    or ``OMP_NUM_THREADS`` is 1, as a server backend sets it): then a numpy
+    product wakes no pool of threads that spin after it."""
+    return "1" in (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+
+
 def sweep_threads(cores: int) -> int:
     """Threads one PPR sweep may use (pgrag.index.sweep): ``PGRAG_THREADS``, else
     ``cores``; 1 keeps every sweep on the calling thread (e.g. many server

@@ -49,3 +49,20 @@ def test_past_the_block_limit_a_delta_asks_for_a_fold(monkeypatch):
     assert not wants_fold(index)
     more = Vectors.of(np.array([1, 2]), rows([1, 2])).added(np.array([3]), rows([3])).added(np.array([4]), rows([4]))
     assert wants_fold(dataclasses.replace(index, vectors=more))
+
+
+@pytest.mark.parametrize("blas", ["1", None])
+def test_products_are_the_same_with_blas_on_one_thread_or_by_einsum(monkeypatch, blas):
+    """``products`` takes numpy's BLAS only where it runs on one thread (a server
+    backend), else einsum (no OpenBLAS pool left spinning): the same numbers."""
+    from pgrag import config
+    from pgrag.index.vectors import products
+
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    if blas:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", blas)
+    assert config.blas_single_threaded() is bool(blas)
+    rng = np.random.default_rng(3)
+    rows, queries = rng.random((50, 8), dtype=np.float32), rng.random((3, 8), dtype=np.float32)
+    assert np.allclose(products(rows, queries), rows.astype(np.float64) @ queries.T.astype(np.float64), atol=1e-5)
