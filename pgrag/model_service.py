@@ -56,7 +56,22 @@ class Stats:
 
 
 DEFAULT_TORCH_WINDOW = 0.002   # seconds a text waits for company when the model runs on torch
+SHORT_TEXT = 400   # characters: a batch whose texts are all this short is dealt round-robin (_split)
 MIN_SPLIT = 4   # texts: a batch is split among idle workers only into parts this large
+
+
+def _split(live: list[tuple[Any, Any]], parts: int) -> list[list[tuple[Any, Any]]]:
+    """A batch's texts (queued longest first) in ``parts`` for idle workers.
+    Short texts (questions and names) are dealt round-robin: cut in runs, one
+    worker got all of a request's long texts and the request waited for it
+    (TIGRAG's second hop, replayed: 88 -> 73 ms a question). Passages are cut
+    in runs: two workers encoding long passages at once contend for the cache
+    (1,500 2Wiki documents ingested in 41 s with runs, 51 s dealt)."""
+    longest = max((len(item) for item, _ in live if isinstance(item, str)), default=0)
+    if longest <= SHORT_TEXT:
+        return [live[i::parts] for i in range(parts)]
+    size = -(-len(live) // parts)
+    return [live[start:start + size] for start in range(0, len(live), size)]
 
 
 class Batcher:
@@ -110,12 +125,8 @@ class Batcher:
             while parts < len(live) // MIN_SPLIT and not slots.locked():
                 await slots.acquire()   # free now: no wait
                 parts += 1
-            # Dealt round-robin, not cut in runs: the queue holds a request's texts
-            # longest first, so runs would give one worker all the long texts and
-            # the request would wait for it (TIGRAG's second hop: its question+name
-            # texts on one worker, its short remaining-part texts on the other).
-            for i in range(parts):
-                task = asyncio.get_running_loop().create_task(self._call(live[i::parts], slots))
+            for part in _split(live, parts):
+                task = asyncio.get_running_loop().create_task(self._call(part, slots))
                 self.calls.add(task)   # held until done: the loop keeps only weak references
                 task.add_done_callback(self.calls.discard)
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pgrag.model_service import MIN_SPLIT, Batcher, Stats
+from pgrag.model_service import MIN_SPLIT, SHORT_TEXT, Batcher, Stats
 
 
 class Recorder:
@@ -61,6 +61,15 @@ def test_a_split_deals_long_and_short_texts_to_every_worker():
     serve(2, [texts], work)
     assert len(work.calls) == 2
     assert [sum(len(t) > 40 for t in call) for call in work.calls] == [4, 4]
+
+
+def test_a_split_of_passages_keeps_runs_of_one_length():
+    """Passages are cut in runs (longest first), not dealt: two workers each
+    encoding long passages at once contend for the CPU's cache."""
+    work = Recorder()
+    texts = [f"passage {i} " + "y" * (SHORT_TEXT + 100) for i in range(8)] + [f"short {i}" for i in range(8)]
+    serve(2, [texts], work)
+    assert sorted(sum(len(t) > SHORT_TEXT for t in call) for call in work.calls) == [0, 8]
 
 
 def test_a_small_request_is_not_split():
