@@ -206,10 +206,11 @@ if in_server():
 
 
 def blas_single_threaded() -> bool:
-    """Whether this process's BLAS runs on one thread (``OPENBLAS_NUM_THREADS``
-    or ``OMP_NUM_THREADS`` is 1, as a server backend sets it): then a numpy
-    product wakes no pool of threads that spin after it."""
-    return "1" in (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+    """Whether this process's BLAS runs on one thread (``OPENBLAS_NUM_THREADS``,
+    else ``OMP_NUM_THREADS``, is 1, as a server backend sets them): then a
+    numpy product wakes no pool of threads that spin after it."""
+    threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return threads == "1"
 
 
 def sweep_threads(cores: int) -> int:
