@@ -65,8 +65,9 @@ def _split(live: list[tuple[Any, Any]], parts: int) -> list[list[tuple[Any, Any]
     Short texts (questions and names) are dealt round-robin: cut in runs, one
     worker got all of a request's long texts and the request waited for it
     (TIGRAG's second-hop texts replayed against the runtime: 5 to 15 ms a
-    question faster dealt). Passages are cut in runs: two workers encoding long passages at once contend for the cache
-    (1,500 2Wiki documents ingested in 41 s with runs, 51 s dealt)."""
+    question faster dealt). Passages are cut in runs: two workers encoding
+    long passages at once contend for the cache (1,500 2Wiki documents
+    ingested in 41 s with runs, 51 s dealt)."""
     longest = max((len(item) for item, _ in live if isinstance(item, str)), default=0)
     if longest <= SHORT_TEXT:
         return [live[i::parts] for i in range(parts)]
