@@ -40,7 +40,16 @@ from .config import Settings
 from .context import CorpusInfo
 from .embed import Embedder
 from .exceptions import InputError, PgragError
-from .ingest import IngestReport, describe, prepare_each, states_in, unchanged, update_metadata, write_prepared
+from .ingest import (
+    IngestReport,
+    describe,
+    prepare_each,
+    refresh_statistics,
+    states_in,
+    unchanged,
+    update_metadata,
+    write_prepared,
+)
 from .queries import query
 from .sources import DocumentIn, validate
 
@@ -308,6 +317,8 @@ def process_queue(db: Any, corpus: CorpusInfo, *, embedder: Embedder, spacy_mode
         reports.append(report)
         if on_batch is not None:
             on_batch(report)
+    if any(r.indexed for r in reports):
+        refresh_statistics(db, corpus.corpus_id)
     return reports
 
 

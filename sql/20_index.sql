@@ -291,6 +291,40 @@ LANGUAGE sql
 SET search_path FROM CURRENT
 AS $$ SELECT pgrag_internal.ensure_hnsw_index(p_corpus, 'chunk') $$;
 
+-- The planner's statistics of the tables a corpus fills, refreshed when they do
+-- not know the corpus. Autovacuum analyzes a table once a tenth of it has
+-- changed, so a corpus much smaller than the database's others stays out of the
+-- statistics after its ingest; the planner then estimates its rows at about one
+-- and, for the foreign keys' row-by-row checks, takes any index that starts
+-- with corpus_id and walks the whole corpus through it. Dropping a freshly
+-- ingested 300-document corpus beside two of 6,119 took 18 s instead of 0.3 s,
+-- 1,500 documents over 9 minutes; lookups by chunk id pay the same way.
+-- The estimate of the corpus's chunks is the probe: at least 20 chunks and ten
+-- times the estimate analyze every table that holds a corpus's rows (0.7 s on
+-- that database). Returns whether it did.
+CREATE OR REPLACE FUNCTION pgrag_internal.refresh_statistics(p_corpus bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    actual bigint;
+    plan json;
+BEGIN
+    SELECT count(*) INTO actual FROM pgrag.chunk c WHERE c.corpus_id = p_corpus;
+    IF actual < 20 THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM pgrag.chunk WHERE corpus_id = $1' INTO plan USING p_corpus;
+    IF (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8 * 10 >= actual THEN
+        RETURN false;
+    END IF;
+    ANALYZE pgrag.document, pgrag.sentence, pgrag.chunk, pgrag.token, pgrag.chunk_token, pgrag.token_edge,
+            pgrag.chunk_entity, pgrag.triple, pgrag.chunk_extraction, pgrag.semantic_node, pgrag.semantic_edge,
+            pgrag.entity_vector;
+    RETURN true;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgrag.drop_corpus(corpus text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -298,6 +332,8 @@ AS $$
 DECLARE
     cid bigint := pgrag_internal.corpus_id(corpus);
 BEGIN
+    -- before the deletes: their cascades check row by row, with these statistics
+    PERFORM pgrag_internal.refresh_statistics(cid);
     EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'chunk_embedding_hnsw_' || cid);
     EXECUTE format('DROP INDEX IF EXISTS pgrag.%I', 'triple_embedding_hnsw_' || cid);
     DELETE FROM pgrag.chunk_token WHERE corpus_id = cid;

@@ -21,6 +21,11 @@
 -- Re-applied here because CREATE OR REPLACE above resets it to INVOKER.
 ALTER FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) SECURITY DEFINER;
 REVOKE EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) FROM PUBLIC;
+-- The same for refreshing the planner's statistics after an ingest
+-- (pgrag_internal.refresh_statistics): ANALYZE is the owner's too, the body
+-- takes only a bigint and names a fixed list of tables.
+ALTER FUNCTION pgrag_internal.refresh_statistics(bigint) SECURITY DEFINER;
+REVOKE EXECUTE ON FUNCTION pgrag_internal.refresh_statistics(bigint) FROM PUBLIC;
 
 -- Read access: the schema, every table (current ones, and through default
 -- privileges those later migrations add), temporary tables (pgrag.ppr uses them)
@@ -45,7 +50,7 @@ $$;
 
 -- Write access for ingest, on top of read access: rows of every table except the
 -- access list, the identity sequences (ingest reserves chunk ids with nextval),
--- and the HNSW index helper above. Dropping a corpus (DROP INDEX) stays with the
+-- and the two helpers above that run as the owner. Dropping a corpus (DROP INDEX) stays with the
 -- owner.
 CREATE OR REPLACE FUNCTION pgrag.grant_writer(role_name name) RETURNS void
 LANGUAGE plpgsql
@@ -59,6 +64,7 @@ BEGIN
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag GRANT INSERT, UPDATE, DELETE ON TABLES TO %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag GRANT USAGE, SELECT ON SEQUENCES TO %I', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) TO %I', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION pgrag_internal.refresh_statistics(bigint) TO %I', role_name);
 END
 $$;
 
@@ -73,6 +79,7 @@ BEGIN
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag REVOKE ALL ON TABLES FROM %I', role_name);
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA pgrag REVOKE ALL ON SEQUENCES FROM %I', role_name);
     EXECUTE format('REVOKE EXECUTE ON FUNCTION pgrag_internal.ensure_hnsw_index(bigint, text) FROM %I', role_name);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION pgrag_internal.refresh_statistics(bigint) FROM %I', role_name);
     EXECUTE format('REVOKE USAGE ON SCHEMA pgrag FROM %I', role_name);
     EXECUTE format('REVOKE USAGE ON SCHEMA pgrag_internal FROM %I', role_name);
     EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM %I', current_database(), role_name);

@@ -163,3 +163,7 @@ LEFT JOIN pgrag.chunk c ON c.corpus_id = d.corpus_id AND c.document_id = d.docum
 WHERE d.corpus_id = %(corpus_id)s
 GROUP BY d.corpus_id, d.document_id
 ORDER BY d.document_id;
+
+-- name: refresh_statistics
+-- ANALYZE the corpus tables when the planner's statistics do not know this corpus yet; whether it did.
+SELECT pgrag_internal.refresh_statistics(%(corpus_id)s);

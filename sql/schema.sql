@@ -66,6 +66,7 @@
 -- function pgrag_internal.index_chunks(p_corpus bigint, p_chunks bigint[]) RETURNS void
 -- function pgrag_internal.is_role_member(role_name text) RETURNS boolean
 -- function pgrag_internal.ppr_sql(corpus text, seeds text[], damping double precision, top integer, tolerance double precision, max_iterations integer) RETURNS TABLE(term text, score double precision)
+-- function pgrag_internal.refresh_statistics(p_corpus bigint) RETURNS boolean
 -- function pgrag_internal.stopwords() RETURNS text[]
 -- function pgrag_internal.tigrag_pool(p_corpus bigint, p_tokens bigint[], p_weights double precision[], p_query_tokens bigint[], p_threshold double precision, p_bm25 boolean, p_max_pool integer, k1 double precision, b double precision) RETURNS TABLE(chunk_id bigint, rho double precision, candidates integer)
 -- function pgrag_internal.unindex_documents(p_corpus bigint, p_documents bigint[], p_keep_documents boolean) RETURNS void

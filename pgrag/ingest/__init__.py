@@ -18,11 +18,11 @@ interrupted ingest finishes the job (unchanged documents are skipped).
 
 from . import nodes as _nodes  # noqa: F401 - registers the threadrag family's hook
 from .changes import Change, Stored, change_of, read_states, states_in, unchanged
-from .pipeline import index_pending, ingest, prefetches
+from .pipeline import index_pending, ingest, prefetches, refresh_statistics
 from .prepare import Prepared, describe, prepare, prepare_each
 from .report import IngestReport
 from .write import update_metadata, write_prepared
 
 __all__ = ["Change", "IngestReport", "Prepared", "Stored", "change_of", "describe", "index_pending", "ingest",
-           "prefetches", "prepare", "prepare_each", "read_states", "states_in", "unchanged", "update_metadata",
-           "write_prepared"]
+           "prefetches", "prepare", "prepare_each", "read_states", "refresh_statistics", "states_in", "unchanged",
+           "update_metadata", "write_prepared"]

@@ -93,6 +93,7 @@ def ingest(
             # both CREATE INDEX IF NOT EXISTS, and one fails on the catalog's unique key.
             conn.execute(query("corpus_write_lock"), {"corpus_id": corpus.corpus_id})
             conn.execute(query("ensure_chunk_index"), {"corpus_id": corpus.corpus_id})
+        refresh_statistics(db, corpus.corpus_id)
     report.total_seconds = time.perf_counter() - started
     # "other" is this thread's own work (chunking, the writes): the total less the
     # time it waited for the models. With prefetch that work overlaps the models'
@@ -100,6 +101,15 @@ def ingest(
     report.other_seconds = report.total_seconds - (
         waited if ahead else report.embedding_seconds + report.nlp_seconds)
     return report
+
+
+def refresh_statistics(db: QueryRunner, corpus_id: int) -> bool:
+    """ANALYZE the corpus tables when the planner's statistics do not know the
+    corpus yet (``pgrag_internal.refresh_statistics``: until autovacuum catches
+    up, a new corpus beside bigger ones is estimated at one row, and its drop or
+    lookups by chunk id take the wrong index). Run after the writes have
+    committed; returns whether it analyzed."""
+    return bool(db.fetch_row("refresh_statistics", {"corpus_id": corpus_id})[0])
 
 
 def prefetches(embedder: Embedder) -> bool:

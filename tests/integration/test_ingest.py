@@ -412,3 +412,54 @@ def test_prefetch_embeds_one_batch_while_it_parses_the_next(db, wiki_docs, share
     assert report.added == len(wiki_docs) and paired.calls == len(paired.threads) == 3
     assert len(set(paired.threads[:2])) == 2          # the pair ran in two threads
     assert 0 <= report.other_seconds <= report.total_seconds
+
+
+def planner_chunks(db: pgrag.Database, corpus_id: int) -> float:
+    """The planner's estimate of a corpus's chunks: what its statistics know."""
+    with db.transaction() as conn:
+        plan = conn.execute("EXPLAIN (FORMAT JSON) SELECT 1 FROM pgrag.chunk WHERE corpus_id = %s",
+                            (corpus_id,)).fetchone()[0]
+    return float(plan[0]["Plan"]["Plan Rows"])
+
+
+def test_an_ingest_beside_a_bigger_corpus_brings_it_into_the_planner_statistics(db):
+    """Statistics that know only a bigger corpus estimate a new one at one row
+    (autovacuum waits for a tenth of the table to change), and the foreign keys'
+    checks then walk the whole corpus for each row a drop deletes: the ingest
+    analyzes the tables itself."""
+    from pgrag.demo import sample_documents
+
+    docs = sample_documents()
+    big = db.corpus("big")
+    big.ingest(docs, progress=False)
+    with db.transaction() as conn:
+        conn.execute("ANALYZE pgrag.chunk")
+    small = db.corpus("small")
+    small.ingest(docs[:20], progress=False)
+    chunks = counts(db, small.id)["chunk"]
+    assert chunks >= 20
+    assert planner_chunks(db, small.id) * 10 >= chunks
+
+
+def test_refresh_statistics_analyzes_only_what_does_not_know_the_corpus_and_drop_corpus_runs_it(db):
+    from pgrag.demo import sample_documents
+    from pgrag.ingest import refresh_statistics
+
+    kb = db.corpus("sample")
+    kb.ingest(sample_documents(), progress=False)
+    assert refresh_statistics(db, kb.id) is False      # the ingest did it
+    chunks = counts(db, kb.id)["chunk"]
+    clear = "SELECT pg_clear_attribute_stats('pgrag', 'chunk', 'corpus_id', false)"
+    known = ("SELECT count(*) FROM pg_stats WHERE schemaname = 'pgrag' AND tablename = 'chunk' "
+             "AND attname = 'corpus_id'")
+    with db.transaction() as conn:
+        conn.execute(clear)
+    assert planner_chunks(db, kb.id) * 10 < chunks
+    assert refresh_statistics(db, kb.id) is True
+    assert planner_chunks(db, kb.id) * 10 >= chunks
+    with db.transaction() as conn:
+        conn.execute(clear)
+        assert conn.execute(known).fetchone()[0] == 0
+    db.drop_corpus("sample")
+    with db.transaction() as conn:
+        assert conn.execute(known).fetchone()[0] == 1
