@@ -117,6 +117,11 @@ def test_bench_ingest_and_bench_graph_on_a_small_corpus(database_uri, docs_file,
     assert 0 <= data["other_seconds"] <= data["total_seconds"]
     assert data["embedding_seconds"] + data["nlp_seconds"] + data["other_seconds"] >= data["total_seconds"] - 0.01
     assert (data["families"], data["semantic_nodes"], data["node_embedding_seconds"]) == ([], 0, 0.0)
+    # the machine's busy CPU holds this client's and the runtime's; the floor spreads it over the cores
+    cpu = data["cpu"]
+    assert cpu["busy_seconds"] > 0 and cpu["rest_seconds"] >= -0.1
+    assert cpu["busy_seconds"] >= cpu["client_seconds"] + (cpu["runtime_seconds"] or 0.0) - 0.1
+    assert cpu["floor_seconds"] == round(cpu["busy_seconds"] / cpu["cores"], 1)
     result = run("bench", "ingest", "--corpus-file", str(docs_file), "--methods", "threadrag", "--out", str(out),
                  "--dsn", database_uri)
     with_nodes = json.loads(out.read_text())
