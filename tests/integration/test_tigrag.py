@@ -93,8 +93,9 @@ def test_two_hops_find_the_bridge_document(kb):
     assert steps["entities"]["hop"] == 1 and "Teutberga" in steps["entities"]["new"]
     hops = [s for s in hits.trace.steps if s["step"] == "hop"]
     assert [h["hop"] for h in hops] == [1, 2]
-    # one vector per new entity, M(mu + e), and one of the question's remaining part + e (hop_remainder)
-    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == 2 * len(steps["entities"]["new"])
+    # one vector per new entity the question does not name (here all four): the question's
+    # remaining part + e instead of M(mu + e) (hop_remainder="replace")
+    assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"]) == 4
     for h in hits:
         assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
         # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
@@ -119,9 +120,10 @@ def test_golden_second_hop_on_the_sample(kb):
     one_hop = {h.provenance.external_id: h.score for h in kb.retrieve(q, method="tigrag", k=2, hops=1, **off)}
     assert hits[1].score > one_hop["minaj"] + 0.1
     # hop_remainder: the question's words the song's passage lacks ("Where the of born"), plus
-    # Nicki Minaj, find her passage (which says where she was born) first
+    # Nicki Minaj, find her passage (which says where she was born) first; the song's passage
+    # keeps its first-hop score, which no M(mu + e) of the second hop tops any more
     rest = kb.retrieve(q, method="tigrag", k=2, link_titles=False, link_entities=False)
-    assert [(h.provenance.external_id, h.details["hop"]) for h in rest] == [("minaj", 2), ("changed", 2)]
+    assert [(h.provenance.external_id, h.details["hop"]) for h in rest] == [("minaj", 2), ("changed", 1)]
     assert next(s for s in rest.trace.steps if s["step"] == "hop_embeddings")["remainder"] == "Where the of born"
 
 

@@ -54,10 +54,11 @@ def test_golden_three_hop_chain(kb):
     lack, hop_remainder) has cosine 0.83 with Hollstadt's passage, against 0.61
     for the question + Hollstadt, so the passage that ends the chain ranks right
     after the first, above the bridge and far above the wrong bridge Leipzig and
-    the other work's chain (Karl Brenner, Forest Suite)."""
+    the other work's chain (Karl Brenner, Forest Suite, which keeps its first-hop
+    score: hop_remainder="replace" gives the later hops no M(question + e))."""
     hits = kb.retrieve(QUESTION, method="tigrag", k=6, hops=3)
     assert [(h.provenance.external_id, h.details["hop"]) for h in hits] == [
-        ("harbour", 1), ("hollstadt", 3), ("weller", 2), ("leipzig", 3), ("brenner", 3), ("forest", 3)]
+        ("harbour", 1), ("hollstadt", 3), ("weller", 2), ("leipzig", 3), ("brenner", 3), ("forest", 1)]
     assert hits[1].details["cosine"] == pytest.approx(0.832, abs=0.01)
     entities = _steps(hits, "entities")
     assert [(e["hop"], e["new"]) for e in entities] == [(1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
@@ -70,15 +71,25 @@ def test_golden_three_hop_chain(kb):
     assert two == ["harbour", "weller", "brenner", "forest", "hollstadt"]
 
 
-def test_hop_remainder_vectors_are_the_unanswered_words_plus_each_entity(kb):
-    """The kept lever (hop_remainder="add"): beside M(question ⊕ e), a hop after the
-    first encodes the question's words that the driving chunks lack, then e."""
+def test_hop_remainder_vectors_are_the_unanswered_words_plus_each_entity(kb, monkeypatch):
+    """The kept lever (hop_remainder="replace"): instead of M(question ⊕ e), a hop
+    after the first encodes the question's words that the driving chunks lack,
+    then e, and only that: M(question ⊕ e) is not encoded to be thrown away."""
+    from pgrag.context import Context
+
+    encoded: list[list[str]] = []
+    encode = Context.encode
+    monkeypatch.setattr(Context, "encode", lambda self, texts, trace=None: encoded.append(list(texts))
+                        or encode(self, texts, trace))
     hits = kb.retrieve(QUESTION, method="tigrag", k=5)
     step = _steps(hits, "hop_embeddings")[0]
     new = _steps(hits, "entities")[0]["new"]
     driving = " ".join(CHAIN_DOCS[0][key] for key in ("title", "text"))
     assert step["remainder"] == remainder(QUESTION, driving) == "On which river birthplace of of"
-    assert step["vectors"] == 2 * len(new) == _steps(hits, "hop")[1]["embeddings"]
+    assert encoded == [[QUESTION], [f"On which river birthplace of of {e}" for e in new]]
+    assert step["vectors"] == len(new) == _steps(hits, "hop")[1]["embeddings"]
+    both = kb.retrieve(QUESTION, method="tigrag", k=5, hop_remainder="add")
+    assert _steps(both, "hop_embeddings")[0]["vectors"] == 2 * len(new)
     off = kb.retrieve(QUESTION, method="tigrag", k=5, hop_remainder="off")
     assert _steps(off, "hop_embeddings")[0]["vectors"] == len(new)
     assert "remainder" not in _steps(off, "hop_embeddings")[0]

@@ -44,7 +44,7 @@ def test_follow_scores_rank_each_sources_best_links_right_behind_it():
 
 
 def test_the_default_turns_on_hop_remainder_and_the_paper_keeps_it_off():
-    assert PRESETS["tigrag"].hop_remainder == "add"
+    assert PRESETS["tigrag"].hop_remainder == "replace"
     for name in ("tigrag-paper", "tigrag-no-bm25", "tigrag-degree", "tigrag-no-rerank"):
         s = PRESETS[name]
         assert (s.hop_remainder, s.mentions, s.bridges, s.chain_weight, s.chain_follow, s.fresh_sources) == (
