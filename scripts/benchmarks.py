@@ -284,8 +284,9 @@ def musique_section() -> list[str]:
     out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
            "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
            "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the "
-           "default (`hop_remainder=\"add\"` and text titles); `tigrag (before text titles)` the default with "
-           "`hop_remainder` alone; `tigrag (before)` the method before both: on MuSiQue the same `pgrag eval`, "
+           "default (`hop_remainder=\"replace\"` and text titles); `tigrag (before replace)` the same with "
+           "`hop_remainder=\"add\"`; `tigrag (before text titles)` with `\"add\"` alone; `tigrag (before)` "
+           "the method before all three: on MuSiQue the same `pgrag eval`, "
            "on 2Wiki the first row of the levers' table below (the same Recall@k, computed by the levers' "
            "loop). The quality table at the top of this page is a later run of the current default (the same "
            "figures on 2Wiki). Every figure of this section is run `musique_issue44` of runs.json.", "",
@@ -317,8 +318,8 @@ def musique_section() -> list[str]:
             + run44["latency_note"], "",
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
             "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). The "
-            "last three rows are on the default that kept `hop_remainder`: without text titles, with them "
-            "(the default now), and with their links:", "",
+            "last three rows are on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
+            "with them, and with their links:", "",
             "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
                                                 for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
             "|---|---|" + "---|" * 10]
