@@ -315,14 +315,16 @@ def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, 
                     extra: list[str] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The rerank vectors of a hop after the first (``settings.hop_embedding``),
     and the vectors of the ``extra`` texts, encoded in the same call: one round
-    trip to the model runtime, not two."""
+    trip to the model runtime, not two. No ``entities``: no vectors of the mode."""
     extra = extra or []
-    if settings.hop_embedding == "concat":
+    if not entities:
+        own: list[str] = []
+    elif settings.hop_embedding == "concat":
         own = [f"{question} {e}" for e in entities]
     else:
         own = [query] if settings.hop_embedding == "joint" else list(entities)
     encoded = ctx.encode([*own, *extra], trace)
-    if settings.hop_embedding != "sum":
+    if settings.hop_embedding != "sum" or not own:
         return encoded[: len(own)], encoded[len(own):]
     # "sum": normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
     q = np.asarray(question_vector, dtype=np.float32)

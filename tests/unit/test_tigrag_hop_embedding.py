@@ -82,3 +82,16 @@ def test_both_presets_keep_the_paper_and_bad_modes_fail():
     assert PRESETS["tigrag"].hop_embedding == PRESETS["tigrag-paper"].hop_embedding == "concat"
     with pytest.raises(ValueError, match="hop_embedding must be one of concat, sum, joint"):
         dataclasses.replace(PRESETS["tigrag"], hop_embedding="mean")
+
+
+@pytest.mark.parametrize("mode", ["concat", "sum", "joint"])
+def test_no_entities_encode_only_the_extra_texts(mode):
+    """hop_remainder="replace" passes no entities when every one gets a remaining-part
+    vector: each mode then encodes the extra texts alone ("sum" and "joint" too)."""
+    extra = [f"mother die {e}" for e in ENTITIES]
+    ctx = FakeContext()
+    q = ctx.embedder.encode([QUESTION])[0]
+    own, more = _hop_embeddings(ctx, QUESTION, q, [], QUERY, TigragSettings(hop_embedding=mode),
+                                Trace(method="tigrag", query=QUESTION), extra)
+    assert own == [] and ctx.calls == [extra]
+    assert np.allclose(more, ctx.embedder.encode(extra))
