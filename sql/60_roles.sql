@@ -50,8 +50,8 @@ $$;
 
 -- Write access for ingest, on top of read access: rows of every table except the
 -- access list, the identity sequences (ingest reserves chunk ids with nextval),
--- and the two helpers above that run as the owner. Dropping a corpus (DROP INDEX) stays with the
--- owner.
+-- and the two helpers above that run as the owner. Dropping a corpus (DROP
+-- INDEX) stays with the owner.
 CREATE OR REPLACE FUNCTION pgrag.grant_writer(role_name name) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT

@@ -102,8 +102,7 @@ def _cpu_used(before: dict[str, float | None], after: dict[str, float | None], s
     (the server's backends, and whatever else ran) over the ingest, and the floor
     they set: their sum spread evenly over the cores. ``busy_share`` near 1 says
     the cores were full, so only less CPU work makes the ingest faster."""
-    used = {k: (a - b if a is not None and b is not None else None)
-            for k, a, b in ((k, after[k], before[k]) for k in before)}
+    used = {k: _delta(after[k], before[k]) for k in before}
     busy = used["busy"]
     if busy is None:
         return {"error": "/proc/stat is not readable here"}
@@ -114,3 +113,7 @@ def _cpu_used(before: dict[str, float | None], after: dict[str, float | None], s
             "rest_seconds": round(busy - client - runtime, 1),
             "busy_share": round(busy / (seconds * n), 3) if seconds else None,
             "floor_seconds": round(busy / n, 1)}
+
+
+def _delta(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
