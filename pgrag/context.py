@@ -157,6 +157,30 @@ class Context:
             trace.time("embed", t0)
         return out
 
+    def encode_later(self, texts: Sequence[str], trace: Trace | None = None) -> Callable[[], list[Any]]:
+        """``encode`` begun now, its vectors when the returned function is called.
+        Through a model runtime the runtime's process encodes while this one
+        goes on (the graph stage of a hop); "embed" is then the time spent
+        waiting. In process it is ``encode`` at once: the model's threads and the
+        caller's would share the same cores (measured slower on 2 of them)."""
+        from .model_client import RemoteEmbedder, background
+
+        embedder = self.embedder
+        if not texts or not isinstance(embedder, RemoteEmbedder):
+            out = self.encode(texts, trace)
+            return lambda: out
+        batch = list(texts)
+        pending = background(lambda: list(embedder.encode(batch)))
+
+        def vectors() -> list[Any]:
+            t0 = time.perf_counter()
+            out = pending()
+            if trace is not None:
+                trace.time("embed", t0)
+            return out
+
+        return vectors
+
     def nearest_within(self, vectors: Sequence[Any], depth: int) -> list[tuple[list[int], list[float]]]:
         """For each vector, its ``depth`` nearest chunks inside the filter, best
         first, with their cosines: where the ranking index holds too many chunks

@@ -28,13 +28,15 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from . import config
 from .exceptions import ConfigError, EmbeddingMismatch, InputError, ModelRuntimeUnavailable
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import http.client
@@ -145,9 +147,10 @@ class Client:
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON reply of ``method path``; runtime errors as pgrag's exceptions."""
         payload = json.dumps(body).encode("utf-8") if body is not None else None
-        if not _waiter:
+        wait = _waiter_here()
+        if wait is None:
             return self._request(method, path, payload)
-        return _waiter[-1](lambda: self._request(method, path, payload))
+        return wait(lambda: self._request(method, path, payload))
 
     def _request(self, method: str, path: str, payload: bytes | None) -> dict[str, Any]:
         import http.client
@@ -249,19 +252,56 @@ def _reply(target: Endpoint, status: int, data: bytes) -> dict[str, Any]:
     raise ModelRuntimeUnavailable(text)
 
 
-_waiter: list[Callable[[Callable[[], Any]], Any]] = []
+# (thread, wait): a waiter runs plpy, which only the thread that registered it may touch
+_waiter: list[tuple[int, Callable[[Callable[[], Any]], Any]]] = []
 
 
 @contextlib.contextmanager
 def waiting(wait: Callable[[Callable[[], Any]], Any]) -> Iterator[None]:
-    """Run every runtime call of the block through ``wait`` (a backend's
-    SpiDatabase.wait: a statement_timeout or pg_cancel_backend ends the wait
-    within its poll, however long the runtime takes)."""
-    _waiter.append(wait)
+    """Run every runtime call of the block, made by this thread, through ``wait``
+    (a backend's SpiDatabase.wait: a statement_timeout or pg_cancel_backend ends
+    the wait within its poll, however long the runtime takes)."""
+    _waiter.append((threading.get_ident(), wait))
     try:
         yield
     finally:
         _waiter.pop()
+
+
+def _waiter_here() -> Callable[[Callable[[], Any]], Any] | None:
+    if _waiter and _waiter[-1][0] == threading.get_ident():
+        return _waiter[-1][1]
+    return None
+
+
+def background(work: Callable[[], T]) -> Callable[[], T]:
+    """Start ``work`` (calls to a runtime) in a thread now; the returned function
+    gives its result, waiting through this thread's waiter (so a cancel still
+    ends the wait) and raising what ``work`` raised. The runtime computes in its
+    own process meanwhile: the caller's thread is free for work of its own."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = work()
+        except BaseException as exc:  # handed to the caller by result()
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="pgrag-model-call", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        if thread.is_alive():
+            wait = _waiter_here()
+            if wait is None:
+                thread.join()
+            else:
+                wait(thread.join)
+        if "error" in done:
+            raise done["error"]
+        return done["value"]
+
+    return result
 
 
 _CLIENTS: dict[Endpoint, Client] = {}

@@ -69,6 +69,8 @@ from . import tigrag_chain
 from .spec import MethodSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..context import Context
 
 HOP_EMBEDDINGS = ("concat", "sum", "joint")
@@ -212,16 +214,16 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         linked = _linked_chunks(postings, links)
         trace.time("titles", t_link)
         trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
-    # Encoding in a thread, overlapped with the graph stage, was measured slower
-    # on 2 cores (torch, scipy and PostgreSQL compete), so it all runs in turn.
-    embeddings = ctx.encode([question], trace)
-    question_vector = embeddings[0]
+    # Through a model runtime a hop's texts are encoded there while this process
+    # runs the hop's graph stage (Context.encode_later); in process, in turn.
+    question_vectors = ctx.encode_later([question], trace)
+    vectors = question_vectors      # the rerank vectors of the next hop, when it needs them
     for hop in range(1, settings.hops + 1):
         pairs = (tigrag_chain.pair_cosines(ctx, postings, question, chains, settings.remainder, trace)
                  if settings.remainder or settings.chain_follow else {})
         extra = {c: cos for c, (cos, _) in pairs.items()} if settings.remainder else {}
         follow = tigrag_chain.follow_scores(chains, pairs, settings.chain_follow) if settings.chain_follow else {}
-        ranked = _hop(ctx, graph, postings, query, embeddings, settings, hop, trace, linked, chains.support, extra,
+        ranked = _hop(ctx, graph, postings, query, vectors, settings, hop, trace, linked, chains.support, extra,
                       follow)
         for s in ranked:
             held = best.get(s.chunk_id)
@@ -273,7 +275,6 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             linked = _linked_chunks(postings, links)
             trace.time("titles", t_link)
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
-        t_embed = time.perf_counter()
         extra_step: dict[str, object] = {}
         rest_texts: list[str] = []
         own = entities
@@ -284,14 +285,10 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             extra_step = {"remainder": rest}
             if settings.hop_remainder == "replace" and rest_texts:
                 own = []    # their vectors would be dropped below: not encoded at all
-        embeddings, vectors = _hop_embeddings(ctx, question, question_vector, own, query, settings, trace,
-                                              rest_texts)
-        if settings.hop_remainder != "off":
-            embeddings = vectors if settings.hop_remainder == "replace" and vectors else [*embeddings, *vectors]
-        # within the "embed" stage; a step of its own keeps the stage timings disjoint
-        trace.step("hop_embeddings", hop=hop + 1, mode=settings.hop_embedding, vectors=len(embeddings),
-                   ms=round((time.perf_counter() - t_embed) * 1000, 3), **extra_step)
+        pending = _hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace, rest_texts)
+        vectors = functools.partial(_joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
+    question_vector = question_vectors()[0]
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
@@ -310,12 +307,24 @@ def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:
     return out
 
 
+def _joined(pending: "Callable[[], tuple[list[np.ndarray], list[np.ndarray]]]", trace: Trace, hop: int, mode: str,
+            extra_step: dict[str, object]) -> list[np.ndarray]:
+    """A hop's rerank vectors, the mode's then the remaining part's, once encoded."""
+    t0 = time.perf_counter()
+    own, rest = pending()
+    # the wait is within the "embed" stage; a step of its own keeps the stage timings disjoint
+    trace.step("hop_embeddings", hop=hop, mode=mode, vectors=len(own) + len(rest),
+               ms=round((time.perf_counter() - t0) * 1000, 3), **extra_step)
+    return [*own, *rest]
+
+
 def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, entities: list[str],
                     query: str, settings: TigragSettings, trace: Trace,
-                    extra: list[str] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                    extra: list[str] | None = None) -> "Callable[[], tuple[list[np.ndarray], list[np.ndarray]]]":
     """The rerank vectors of a hop after the first (``settings.hop_embedding``),
     and the vectors of the ``extra`` texts, encoded in the same call: one round
-    trip to the model runtime, not two. No ``entities``: no vectors of the mode."""
+    trip to the model runtime, not two. No ``entities``: no vectors of the mode.
+    The encoding starts now; the returned function gives both lists."""
     extra = extra or []
     if not entities:
         own: list[str] = []
@@ -323,16 +332,22 @@ def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, 
         own = [f"{question} {e}" for e in entities]
     else:
         own = [query] if settings.hop_embedding == "joint" else list(entities)
-    encoded = ctx.encode([*own, *extra], trace)
+    pending = ctx.encode_later([*own, *extra], trace)
     if settings.hop_embedding != "sum" or not own:
-        return encoded[: len(own)], encoded[len(own):]
-    # "sum": normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
-    q = np.asarray(question_vector, dtype=np.float32)
-    e = np.asarray(encoded[: len(own)], dtype=np.float32)
-    q = q / max(float(np.sqrt(np.einsum("i,i", q, q))), 1e-12)
-    e = e / np.maximum(np.sqrt(np.einsum("ij,ij->i", e, e)), 1e-12)[:, None]
-    v = q[None, :] + settings.entity_weight * e
-    return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None]), encoded[len(own):]
+        return lambda: (pending()[: len(own)], pending()[len(own):])
+    weight = settings.entity_weight
+
+    def summed() -> tuple[list[np.ndarray], list[np.ndarray]]:
+        # normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
+        encoded = pending()
+        q = np.asarray(question_vector, dtype=np.float32)
+        e = np.asarray(encoded[: len(own)], dtype=np.float32)
+        q = q / max(float(np.sqrt(np.einsum("i,i", q, q))), 1e-12)
+        e = e / np.maximum(np.sqrt(np.einsum("ij,ij->i", e, e)), 1e-12)[:, None]
+        v = q[None, :] + weight * e
+        return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None]), encoded[len(own):]
+
+    return summed
 
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:
@@ -358,7 +373,8 @@ def expansion(scores: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes, (scores[nodes] / scores[nodes].sum() if len(nodes) else scores[nodes])
 
 
-def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embeddings: list[np.ndarray],
+def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
+         vectors: "Callable[[], list[np.ndarray]]",
          settings: TigragSettings, hop: int, trace: Trace, linked: list[int] | None = None,
          support: dict[int, float] | None = None, extra: dict[int, float] | None = None,
          follow: dict[int, float] | None = None) -> list[_Scored]:
@@ -383,6 +399,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str, embe
         pooled = {r[0] for r in pool}
         pool = pool + [(c, 0.0, 0) for c in sorted(support) if c not in pooled]
     support = support or {}
+    embeddings = vectors() if settings.rerank else []   # encoded meanwhile through a model runtime
     cosines = postings.cosines([r[0] for r in pool], embeddings) if settings.rerank else {}
     t3 = time.perf_counter()
     ranked = []

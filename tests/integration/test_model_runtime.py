@@ -24,6 +24,7 @@ import pytest
 import pgrag
 from pgrag import model_client
 from pgrag.embed import loaded_embedder
+from pgrag.index.postings import Postings
 from tests.conftest import WIKI, seeded_database
 from tests.serving import start_runtime, stop_runtime, wait_healthy
 
@@ -160,6 +161,33 @@ def test_a_question_of_a_megabyte_is_refused_plainly(runtime, kb, database_uri):
     assert caught.value.sqlstate == "PR005" and "at most 10,000 characters" in str(caught.value)
 
 
+def test_tigrag_encodes_in_the_runtime_while_its_hop_ranks(runtime, kb, monkeypatch):
+    """Through a runtime, each of tigrag's encodings is still under way when the
+    hop that needs its vectors pools its candidates: the two overlap. Each
+    encoding waits for that hop's pool; done in turn, it would wait in vain."""
+    monkeypatch.setenv("PGRAG_MODEL_RUNTIME", f"unix:{runtime}")
+    pooled = threading.Event()
+    waited: list[tuple[list[str], bool]] = []
+    real_pool, real_encode = Postings.pool, model_client.RemoteEmbedder.encode
+
+    def pool(self, *args, **kwargs):
+        pooled.set()
+        return real_pool(self, *args, **kwargs)
+
+    def encode(self, texts, **kwargs):
+        waited.append((list(texts), pooled.wait(5)))
+        pooled.clear()   # before the vectors return, so before the next hop starts
+        return real_encode(self, texts, **kwargs)
+
+    monkeypatch.setattr(Postings, "pool", pool)
+    monkeypatch.setattr(model_client.RemoteEmbedder, "encode", encode)
+    hits = kb.retrieve(QUESTION, method="tigrag", k=5)
+    assert len(waited) == 2 and waited[0][0] == [QUESTION], waited
+    assert all(ok for _, ok in waited), waited
+    assert [s["hop"] for s in hits.trace.steps if s["step"] == "hop_embeddings"] == [2]
+    assert hits
+
+
 def _in_thread(fn) -> tuple[threading.Thread, dict]:
     result: dict = {}
 
@@ -174,21 +202,24 @@ def _in_thread(fn) -> tuple[threading.Thread, dict]:
     return thread, result
 
 
-def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, database_uri):
+@pytest.mark.parametrize("method", ["dense", "tigrag"])
+def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, database_uri, method):
+    """tigrag waits for its vectors after its graph stage, the encoding started
+    in a thread before it (Context.encode_later): that wait ends on a cancel too."""
     pid = wait_healthy(runtime)["pid"]
     with _shared(database_uri, runtime) as conn:
-        _retrieve(conn, "dense")   # the backend's connection to the runtime is open
+        _retrieve(conn, method)   # the backend's connection to the runtime is open
         os.kill(pid, signal.SIGSTOP)   # the runtime hangs: the call waits in it, not in PostgreSQL
         try:
             conn.execute("SET statement_timeout = 500")
             started = time.monotonic()
-            thread, timed_out = _in_thread(lambda: _retrieve(conn, "dense", "Who was the father of Lothair II?"))
+            thread, timed_out = _in_thread(lambda: _retrieve(conn, method, "Who was the father of Lothair II?"))
             thread.join(5)
             assert not thread.is_alive() and time.monotonic() - started < 1.5
             assert isinstance(timed_out.get("error"), psycopg.errors.QueryCanceled)
 
             conn.execute("SET statement_timeout = 0")
-            thread, canceled = _in_thread(lambda: _retrieve(conn, "dense", "Who was the brother of Lothair II?"))
+            thread, canceled = _in_thread(lambda: _retrieve(conn, method, "Who was the brother of Lothair II?"))
             time.sleep(0.5)
             with psycopg.connect(database_uri, autocommit=True) as other:
                 started = time.monotonic()
@@ -199,7 +230,7 @@ def test_a_cancel_or_timeout_ends_a_call_blocked_in_the_runtime(runtime, kb, dat
         finally:
             os.kill(pid, signal.SIGCONT)
         thread.join(30)
-        assert _retrieve(conn, "dense")   # the same session goes on once the runtime does
+        assert _retrieve(conn, method)   # the same session goes on once the runtime does
 
 
 @pytest.mark.slow

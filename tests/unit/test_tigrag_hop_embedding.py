@@ -18,7 +18,7 @@ QUERY = QUESTION + " " + " ".join(ENTITIES)
 
 
 class FakeContext:
-    """The one Context method the hop embeddings use; records what it was asked."""
+    """The Context methods the hop embeddings use; records what it was asked."""
 
     def __init__(self) -> None:
         self.embedder = RandomEmbedder("random-16", 16)
@@ -28,13 +28,17 @@ class FakeContext:
         self.calls.append(list(texts))
         return list(self.embedder.encode(list(texts)))
 
+    def encode_later(self, texts, trace=None):
+        out = self.encode(texts, trace)
+        return lambda: out
+
 
 def vectors(mode: str, extra: list[str] | None = None, **options) -> tuple[FakeContext, list[np.ndarray]]:
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
     settings = TigragSettings(hop_embedding=mode, **options)
     own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
-                                extra)
+                                extra)()
     assert len(more) == len(extra or [])
     return ctx, own
 
@@ -54,7 +58,7 @@ def test_extra_texts_ride_in_the_same_call(mode):
     q = ctx.embedder.encode([QUESTION])[0]
     settings = TigragSettings(hop_embedding=mode)
     own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
-                                extra)
+                                extra)()
     assert len(ctx.calls) == 1 and ctx.calls[0][len(ctx.calls[0]) - len(extra):] == extra
     assert np.allclose(more, ctx.embedder.encode(extra))
     _, alone = vectors(mode)
@@ -92,6 +96,6 @@ def test_no_entities_encode_only_the_extra_texts(mode):
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
     own, more = _hop_embeddings(ctx, QUESTION, q, [], QUERY, TigragSettings(hop_embedding=mode),
-                                Trace(method="tigrag", query=QUESTION), extra)
+                                Trace(method="tigrag", query=QUESTION), extra)()
     assert own == [] and ctx.calls == [extra]
     assert np.allclose(more, ctx.embedder.encode(extra))
