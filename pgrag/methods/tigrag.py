@@ -389,7 +389,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
     # rho = B . p-hat over the cached postings matrix: the rows pgrag_internal.tigrag_pool gives in SQL.
     pool = postings.pool(nodes, weights, seeds, threshold=settings.threshold, max_pool=settings.max_pool,
                          bm25=settings.bm25)
-    t2 = time.perf_counter()
+    t_pooled = time.perf_counter()
     max_rho = max((r[1] for r in pool), default=0.0) or 1.0
     linked_set = set(linked or ())
     if linked_set:   # linked chunks outside the pool join it with rho 0
@@ -399,7 +399,9 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
         pooled = {r[0] for r in pool}
         pool = pool + [(c, 0.0, 0) for c in sorted(support) if c not in pooled]
     support = support or {}
-    embeddings = vectors() if settings.rerank else []   # encoded meanwhile through a model runtime
+    t_wait = time.perf_counter()
+    embeddings = vectors() if settings.rerank else []   # encoded meanwhile: its wait is the "embed" stage's
+    t2 = time.perf_counter()
     cosines = postings.cosines([r[0] for r in pool], embeddings) if settings.rerank else {}
     t3 = time.perf_counter()
     ranked = []
@@ -417,7 +419,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
             score = max(score, follow[chunk_id])
         ranked.append(_Scored(chunk_id=chunk_id, rho=rho, cosine=cos, score=score, hop=hop, linked=is_linked))
     ranked.sort(key=lambda s: (-s.score, s.chunk_id))
-    for key, value in (("expand", t1 - t0), ("pool", t2 - t1), ("rerank", t3 - t2)):
+    for key, value in (("expand", t1 - t0), ("pool", t_pooled - t1), ("rerank", t3 - t2 + t_wait - t_pooled)):
         trace.timings_ms[key] = trace.timings_ms.get(key, 0.0) + value * 1000
     trace.step("hop", hop=hop, query=query, seeds=[graph.terms[i] for i in seeds],
                expanded=[(graph.terms[i], round(float(w), 5)) for i, w in zip(nodes, weights)],
