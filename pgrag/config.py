@@ -315,6 +315,15 @@ class Settings:
         )
 
 
+def embedding_cache_size() -> int:
+    """``PGRAG_EMBEDDING_CACHE``: how many short texts' vectors the model runtime
+    keeps (pgrag.model_service.VectorCache), 4096 by default; 0 keeps none."""
+    raw = (os.environ.get("PGRAG_EMBEDDING_CACHE") or "").strip()
+    if raw == "0":
+        return 0
+    return _positive_int("PGRAG_EMBEDDING_CACHE", raw, 4096)
+
+
 def _positive_int(name: str, raw: str | None, default: int) -> int:
     if not raw:
         return default

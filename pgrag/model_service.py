@@ -52,6 +52,7 @@ class Stats:
     largest_batch: int = 0
     queued: int = 0
     errors: int = 0
+    cached: int = 0     # texts answered from the VectorCache
     started: float = field(default_factory=time.time)
 
 
@@ -73,6 +74,37 @@ def _split(live: list[tuple[Any, Any]], parts: int) -> list[list[tuple[Any, Any]
         return [live[i::parts] for i in range(parts)]
     size = -(-len(live) // parts)
     return [live[start:start + size] for start in range(0, len(live), size)]
+
+
+CACHED_CHARS = 400   # characters: longer texts (passages, read once at ingest) are not cached
+
+
+class VectorCache:
+    """The vectors of the last ``size`` short texts the runtime encoded, least
+    recently used out: a question asked again, and the second-hop texts it
+    makes (the same remaining part with the same names), cost no model call.
+    Only texts of at most CACHED_CHARS characters: an ingest's passages would
+    push every question out. Used from the event loop's thread only."""
+
+    def __init__(self, size: int) -> None:
+        from collections import OrderedDict
+
+        self.size = size
+        self.items: OrderedDict[str, Any] = OrderedDict()
+
+    def get(self, text: str) -> Any | None:
+        vector = self.items.get(text)
+        if vector is not None:
+            self.items.move_to_end(text)
+        return vector
+
+    def put(self, text: str, vector: Any) -> None:
+        if self.size == 0 or len(text) > CACHED_CHARS:
+            return
+        self.items[text] = vector.copy()   # a row of its batch's array would keep the whole batch
+        self.items.move_to_end(text)
+        if len(self.items) > self.size:
+            self.items.popitem(last=False)
 
 
 class Batcher:
@@ -180,6 +212,19 @@ class Models:
                                   workers=self.workers)
         self.parsers: dict[tuple[str, bool], Batcher] = {}
         self.window, self.max_batch = window, max_batch
+        self.cache = VectorCache(config.embedding_cache_size())
+
+    async def embed(self, texts: list[str]) -> list[Any]:
+        """The vectors of ``texts``: from the cache where it holds them, the rest
+        from the model in one batch."""
+        out = [self.cache.get(t) for t in texts]
+        missing = [i for i, v in enumerate(out) if v is None]
+        self.stats.cached += len(texts) - len(missing)
+        if missing:
+            for i, vector in zip(missing, await self.embeddings.run([texts[i] for i in missing])):
+                out[i] = vector
+                self.cache.put(texts[i], vector)
+        return out
 
     def _encode(self, texts: list[str]) -> list[Any]:
         return list(self.embedder.encode(texts))   # in the embedder's sub-batches, as in process
@@ -204,6 +249,7 @@ class Models:
                 "workers": self.workers, "uptime_s": round(time.time() - s.started, 1),
                 "requests": s.requests, "texts": s.texts, "batches": s.batches, "largest_batch": s.largest_batch,
                 "queue": s.queued, "errors": s.errors, "window_ms": self.window * 1000, "max_batch": self.max_batch,
+                "cache": {"size": self.cache.size, "held": len(self.cache.items), "hits": s.cached},
                 "spacy_models": sorted({m for m, _ in self.parsers})}
 
 
@@ -267,7 +313,7 @@ def create_app(models: Models) -> Any:
             return texts
         models.stats.requests += 1
         models.stats.texts += len(texts)
-        vectors = await models.embeddings.run(texts)
+        vectors = await models.embed(texts)
         as_base64 = body.get("encoding_format") == "base64"
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") if as_base64 else v.tolist()}

@@ -161,6 +161,24 @@ def test_a_question_of_a_megabyte_is_refused_plainly(runtime, kb, database_uri):
     assert caught.value.sqlstate == "PR005" and "at most 10,000 characters" in str(caught.value)
 
 
+def test_a_short_text_asked_again_comes_from_the_runtimes_cache(runtime):
+    """The second call of the same texts runs the model only for the passage:
+    the question's vector comes back from the cache, the same vector."""
+    embedder = model_client.RemoteEmbedder(model_client.Endpoint(socket=runtime), "all-MiniLM-L6-v2")
+    texts = [f"Who was the mother of Lothair II? {time.time_ns()}", "A passage of a document. " * 20]
+    before = wait_healthy(runtime)
+    first = embedder.encode(texts)
+    middle = wait_healthy(runtime)
+    again = embedder.encode(texts)
+    after = wait_healthy(runtime)
+    assert middle["cache"]["hits"] == before["cache"]["hits"]
+    assert after["cache"]["hits"] == middle["cache"]["hits"] + 1      # the question, not the passage
+    assert after["batches"] == middle["batches"] + 1                   # the passage alone ran the model
+    assert np.array_equal(first[0], again[0])
+    assert np.allclose(first[1], again[1], atol=1e-6)    # encoded again, in another batch
+    assert after["cache"]["size"] == 4096
+
+
 def test_tigrag_encodes_in_the_runtime_while_its_hop_ranks(runtime, kb, monkeypatch):
     """Through a runtime, each of tigrag's encodings is still under way when the
     hop that needs its vectors pools its candidates: the two overlap. Each
