@@ -60,6 +60,9 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     assert 0 < data["cores_busy"] <= 1.05 and data["machine_cpu_ms_per_request"] > 0
     assert 0 < data["stack_cpu_ms_per_request"] <= data["machine_cpu_ms_per_request"] * 1.05
     assert data["capacity_fraction"] <= data["capacity_fraction_of_free_cores"]
+    # four questions asked again and again: after the first round their texts come from the runtime's cache
+    assert data["runtime_texts"] > 0 and 0.5 < data["runtime_cache_share"] <= 1
+    assert data["runtime_cache_share"] == pytest.approx(data["runtime_cache_hits"] / data["runtime_texts"], abs=1e-3)
 
 
 def test_bench_load_rejects_methods_without_a_sql_function(database_uri):

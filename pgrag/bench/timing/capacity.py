@@ -61,11 +61,27 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def runtime_health(conn: Any) -> dict[str, Any]:
+    """The model runtime's /health as the server's backends see it ({}: models in process)."""
+    row = conn.execute("SELECT pgrag.model_runtime()").fetchone()[0] or {}
+    return row.get("health") or {}
+
+
 def runtime_pid(conn: Any) -> int | None:
     """The model runtime's pid as the server's backends see it (None: models in process)."""
-    row = conn.execute("SELECT pgrag.model_runtime()").fetchone()[0] or {}
-    pid = (row.get("health") or {}).get("pid")
+    pid = runtime_health(conn).get("pid")
     return int(pid) if pid else None
+
+
+def cache_share(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The texts the runtime received between two /health readings, and how many
+    of them its VectorCache answered (no model call): ``{}`` without a runtime."""
+    if "texts" not in before or "texts" not in after:
+        return {}
+    texts = after["texts"] - before["texts"]
+    hits = (after.get("cache") or {}).get("hits", 0) - (before.get("cache") or {}).get("hits", 0)
+    return {"runtime_texts": texts, "runtime_cache_hits": hits,
+            "runtime_cache_share": round(hits / texts, 3) if texts else 0.0}
 
 
 def cpu_alone(pool: Any, work: Sequence[tuple[str, tuple[str, dict[str, Any]]]],

@@ -212,7 +212,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
-    from .capacity import busy_share, machine_busy_s, stack_cpu_s
+    from .capacity import busy_share, cache_share, machine_busy_s, runtime_health, stack_cpu_s
 
     log = _LoadLog(times={m: [] for m in method_names}, error_samples=[])
     lock = threading.Lock()
@@ -223,6 +223,8 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         # measured here, outside the timed window, as the Python clients warm up too.
         first_calls = _warm_backends(pool, clients, corpus, warm_question, k) if "tigrag" in method_names else []
         stack = _stack_pids(pool, clients)
+        with pool.connection() as conn:
+            health0 = runtime_health(conn)
         rss_start = rss_mb()
         busy0, stack0, client0 = machine_busy_s(), stack_cpu_s(stack), time.process_time()
         t0 = time.perf_counter()
@@ -237,6 +239,8 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         done = sum(len(ts) for ts in log.times.values()) + log.errors
         busy = busy_share(busy0, elapsed, done)
         stack1, client1 = stack_cpu_s(stack), time.process_time()
+        with pool.connection() as conn:
+            cached = cache_share(health0, runtime_health(conn))
         if stack0 is not None and stack1 is not None and done:
             busy["stack_cpu_ms_per_request"] = round(1000 * (stack1 - stack0 + client1 - client0) / done, 2)
     every = [ms for ts in log.times.values() for ms in ts]
@@ -253,7 +257,7 @@ def _load_run(dsn: str, corpus: str, warm_question: str, work: list[tuple[str, s
         "p50_ms": pct(every, 50), "p95_ms": pct(every, 95), "p99_ms": pct(every, 99),
         "per_method": {m: {"requests": len(ts), "p50_ms": pct(ts, 50), "p95_ms": pct(ts, 95), "p99_ms": pct(ts, 99)}
                        for m, ts in log.times.items()},
-        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1), **busy,
+        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1), **busy, **cached,
         **({"first_call_ms": [round(ms, 1) for ms in first_calls]} if first_calls else {}),
     }
 
