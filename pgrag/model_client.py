@@ -326,6 +326,14 @@ def health(target: Endpoint) -> dict[str, Any]:
     return client(target).request("GET", "/health")
 
 
+def resize_cache(target: Endpoint, size: int) -> dict[str, Any]:
+    """Set pgrag's runtime's vector cache to at most ``size`` texts (0: empty and
+    off); its cache figures before the change."""
+    before = health(target).get("cache") or {}
+    client(target).request("POST", "/pgrag/v1/cache", {"size": size})
+    return before
+
+
 class RemoteEmbedder:
     """An Embedder whose model runs in a runtime: the same vectors, no torch here."""
 

@@ -98,6 +98,12 @@ class VectorCache:
             self.items.move_to_end(text)
         return vector
 
+    def resize(self, size: int) -> None:
+        """Keep at most ``size`` texts from now on (0: none), the least recent out."""
+        self.size = size
+        while len(self.items) > size:
+            self.items.popitem(last=False)
+
     def put(self, text: str, vector: Any) -> None:
         if self.size == 0 or len(text) > CACHED_CHARS:
             return
@@ -344,6 +350,18 @@ def create_app(models: Models) -> Any:
     async def health(request: Any) -> Any:
         return JSONResponse(models.health())
 
+    async def cache(request: Any) -> Any:
+        """``{"size": n}``: the cache keeps at most n texts from now on (0 empties it,
+        for a benchmark that times the model: pgrag.bench.timing.runtime_cache)."""
+        body = await _body(request)
+        if not isinstance(body, dict):
+            return body
+        size = body.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return _error(400, "size must be an integer of at least 0")
+        models.cache.resize(size)
+        return JSONResponse(models.health()["cache"])
+
     async def model_list(request: Any) -> Any:
         return JSONResponse({"object": "list", "data": [{"id": models.name, "object": "model", "owned_by": "pgrag"}]})
 
@@ -352,6 +370,7 @@ def create_app(models: Models) -> Any:
         Route("/pgrag/v1/parse", parse, methods=["POST"]),
         Route("/v1/models", model_list, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/pgrag/v1/cache", cache, methods=["POST"]),
     ])
 
 

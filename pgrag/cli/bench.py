@@ -95,15 +95,18 @@ def bench_follow(corpus_file: Path, limit: int, rows: int, repeat: int, batch_si
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
 @click.option("--via", type=click.Choice(["python", "sql", "both"]), default="python", show_default=True,
               help="Ask through kb.retrieve, through SQL's pgrag.retrieve (the in-server runtime), or both.")
+@click.option("--runtime-cache/--no-runtime-cache", "keep_cache", default=False, show_default=True,
+              help="Keep the model runtime's vector cache on, so that a question asked again costs no encoding; "
+                   "by default it is off for the run and every method pays its model.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[str], k: int, warmup: int,
-                  limit: int | None, via: str, out: Path | None, dsn: str | None) -> None:
+                  limit: int | None, via: str, keep_cache: bool, out: Path | None, dsn: str | None) -> None:
     """Query latency p50/p95 per method, and each p50 as a ratio to dense's."""
     from ..bench.timing import query_benchmark
 
     result = query_benchmark(open_database(dsn), corpus_file, questions_file, method_names,
-                             k=k, warmup=warmup, limit=limit, via=via)
+                             k=k, warmup=warmup, limit=limit, via=via, keep_cache=keep_cache)
     _echo_json(result, out)
 
 
@@ -232,11 +235,14 @@ def _counts(value: str, option: str, what: str) -> list[int]:
 @click.option("--capacity/--no-capacity", default=True, show_default=True,
               help="First measure each method's CPU a request alone (backend, model runtime, client, from "
                    "/proc), and report each run's throughput as a fraction of what the cores allow.")
+@click.option("--runtime-cache/--no-runtime-cache", "keep_cache", default=False, show_default=True,
+              help="Keep the model runtime's vector cache on, so that a question asked again costs no encoding; "
+                   "by default it is off for the run and every method pays its model.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON here.")
 @dsn_option
 def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: float, model_runtimes: str,
                method_names: str, k: int, compare_python: bool, torch_threads: str, capacity: bool,
-               out: Path | None, dsn: str | None) -> None:
+               keep_cache: bool, out: Path | None, dsn: str | None) -> None:
     """Concurrent retrieval clients through a connection pool: throughput,
     p50/p95/p99 latency, errors and client memory. Example:
 
@@ -256,5 +262,5 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: f
     result = load_benchmark(open_database(dsn), corpus_file, questions_file, clients=levels, seconds=seconds,
                             method_names=[m.strip() for m in method_names.split(",") if m.strip()], k=k,
                             compare_python=compare_python, torch_threads=threads,
-                            model_runtimes=_runtimes(model_runtimes), capacity=capacity)
+                            model_runtimes=_runtimes(model_runtimes), capacity=capacity, keep_cache=keep_cache)
     _echo_json(result, out)

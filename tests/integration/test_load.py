@@ -60,7 +60,22 @@ def test_bench_load_runs_mixed_methods_with_no_errors(database_uri, tmp_path, wi
     assert 0 < data["cores_busy"] <= 1.05 and data["machine_cpu_ms_per_request"] > 0
     assert 0 < data["stack_cpu_ms_per_request"] <= data["machine_cpu_ms_per_request"] * 1.05
     assert data["capacity_fraction"] <= data["capacity_fraction_of_free_cores"]
-    # four questions asked again and again: after the first round their texts come from the runtime's cache
+    # the runtime's vector cache is off for the run: every text runs the model
+    assert data["runtime_cache"] == "off" and data["runtime_texts"] > 0 and data["runtime_cache_hits"] == 0
+
+
+def test_bench_load_keeps_the_runtime_cache_when_asked(database_uri, tmp_path, wiki_docs):
+    """Four questions asked again and again: after the first round their texts
+    come from the runtime's cache."""
+    out = tmp_path / "load.json"
+    corpus, questions = small_files(tmp_path, wiki_docs)
+    result = CliRunner().invoke(main, [
+        "bench", "load", "--corpus-file", str(corpus), "--questions", str(questions), "--clients", "2",
+        "--seconds", "2", "--methods", "tigrag", "--no-capacity", "--runtime-cache", "--dsn", database_uri,
+        "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["runtime_cache"] == "kept" and data["errors"] == 0
     assert data["runtime_texts"] > 0 and 0.5 < data["runtime_cache_share"] <= 1
     assert data["runtime_cache_share"] == pytest.approx(data["runtime_cache_hits"] / data["runtime_texts"], abs=1e-3)
 

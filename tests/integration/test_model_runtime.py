@@ -23,6 +23,7 @@ import pytest
 
 import pgrag
 from pgrag import model_client
+from pgrag.bench.timing.cache import runtime_cache
 from pgrag.embed import loaded_embedder
 from pgrag.index.postings import Postings
 from tests.conftest import WIKI, seeded_database
@@ -177,6 +178,26 @@ def test_a_short_text_asked_again_comes_from_the_runtimes_cache(runtime):
     assert np.array_equal(first[0], again[0])
     assert np.allclose(first[1], again[1], atol=1e-6)    # encoded again, in another batch
     assert after["cache"]["size"] == 4096
+
+
+def test_a_benchmark_runs_with_the_cache_off_and_sets_it_back(runtime, database_uri):
+    """pgrag.bench.timing.runtime_cache: the runtimes a benchmark reaches keep no
+    vector during it (a text asked twice runs the model twice), then as before."""
+    target = model_client.Endpoint(socket=runtime)
+    embedder = model_client.RemoteEmbedder(target, "all-MiniLM-L6-v2")
+    text = [f"Who was the father of Lothair II? {time.time_ns()}"]
+    with runtime_cache(database_uri, keep=False, settings=[f"unix:{runtime}"]) as note:
+        during = wait_healthy(runtime)
+        embedder.encode(text)
+        embedder.encode(text)
+        assert wait_healthy(runtime)["cache"]["hits"] == during["cache"]["hits"]
+    assert note == {"runtime_cache": "off"}
+    assert during["cache"]["size"] == during["cache"]["held"] == 0
+    assert wait_healthy(runtime)["cache"]["size"] == 4096
+    with runtime_cache(database_uri, keep=True, settings=[f"unix:{runtime}"]) as note:
+        assert wait_healthy(runtime)["cache"]["size"] == 4096 and note == {"runtime_cache": "kept"}
+    with pytest.raises(pgrag.InputError, match="size must be an integer"):
+        model_client.client(target).request("POST", "/pgrag/v1/cache", {"size": -1})
 
 
 def test_tigrag_encodes_in_the_runtime_while_its_hop_ranks(runtime, kb, monkeypatch):

@@ -21,7 +21,7 @@ VIAS = ("python", "sql", "both")
 
 def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, method_names: Sequence[str], *,
                     k: int = 10, warmup: int = 5, limit: int | None = None, via: str = "python",
-                    progress: bool = True) -> dict[str, Any]:
+                    keep_cache: bool = False, progress: bool = True) -> dict[str, Any]:
     """Query latency per method over a question set, after ``warmup`` untimed
     questions per method. Methods take turns on each question, so a noisy moment
     on a shared machine hits all of them alike; each p50 is also given as a ratio
@@ -30,8 +30,12 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
     ``via``: ``python`` (``kb.retrieve`` in this process), ``sql`` (``pgrag.retrieve``
     from a plain psycopg connection: the same method code in the server) or
     ``both``, which also counts the questions on which both homes returned the same
-    chunks. SQL entries are named ``<method>@sql``."""
+    chunks. SQL entries are named ``<method>@sql``.
+
+    The model runtime's vector cache is off for the run unless ``keep_cache``
+    (pgrag.bench.timing.cache): each method then pays for its own encoding."""
     from ..evaluate import load_questions, prepare_corpus
+    from .cache import runtime_cache
 
     if via not in VIAS:
         raise PgragError(f"via must be one of {', '.join(VIAS)}")
@@ -40,8 +44,9 @@ def query_benchmark(db: Database, corpus_file: Path, questions_file: Path, metho
     kb, corpus = prepare_corpus(db, corpus_file, progress=progress,
                                 methods=list(dict.fromkeys(["dense", *method_names])))
     questions = [q.question for q in load_questions(questions_file)[:limit]]
-    timed = time_methods(db, kb, questions, method_names, k=k, warmup=warmup, via=via, progress=progress)
-    return {**timed, "corpus_file": str(corpus_file), "corpus": corpus.name, "documents": corpus.documents,
+    with runtime_cache(db.dsn, keep_cache) as cache:
+        timed = time_methods(db, kb, questions, method_names, k=k, warmup=warmup, via=via, progress=progress)
+    return {**timed, **cache, "corpus_file": str(corpus_file), "corpus": corpus.name, "documents": corpus.documents,
             "chunks": corpus.chunks, "embedding_model": corpus.embedding_model,
             "machine": {"python": platform.python_version(), "processor": platform.machine(),
                         "cpus": os.cpu_count()}}

@@ -96,7 +96,7 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
                    seconds: float = 60.0, method_names: Sequence[str] = LOAD_DEFAULT, k: int = 10,
                    compare_python: bool = False, torch_threads: Sequence[int | None] = (None,),
                    model_runtimes: Sequence[str | None] = (None,), capacity: bool = True,
-                   progress: bool = True) -> dict[str, Any]:
+                   keep_cache: bool = False, progress: bool = True) -> dict[str, Any]:
     """Concurrent retrieval clients against one corpus through a psycopg_pool
     ConnectionPool (one connection per client), for ``seconds``.
 
@@ -122,8 +122,12 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
 
     ``compare_python`` then runs multi-hop tigrag the other way for as long: one
     client *process* per client calling ``kb.retrieve`` (processes, since threads
-    would serialise on the GIL), and reports the SQL/Python p95 ratio."""
+    would serialise on the GIL), and reports the SQL/Python p95 ratio.
+
+    The model runtimes' vector caches are off for the whole benchmark unless
+    ``keep_cache`` (pgrag.bench.timing.cache): its questions come round again."""
     from ..evaluate import load_questions, prepare_corpus
+    from .cache import runtime_cache
 
     unknown = [m for m in method_names if m not in LOAD_METHODS]
     if unknown or not method_names:
@@ -140,16 +144,17 @@ def load_benchmark(db: Database, corpus_file: Path, questions_file: Path, *, cli
     embeddings = list(kb.embedder.encode(questions))
     work = [(m, q, e) for q, e in zip(questions, embeddings) for m in method_names]
     runs = []
-    for runtime in model_runtimes:
-        for threads in torch_threads:
-            alone = _cpu_alone(db.dsn, kb.name, work, method_names, k=k, threads=threads,
-                               model_runtime=runtime) if capacity else None
-            for n in levels:
-                run = _load_run(db.dsn, kb.name, questions[0], work, method_names, clients=n, seconds=seconds,
-                                k=k, threads=threads, model_runtime=runtime)
-                runs.append(_with_capacity(run, alone) if alone is not None else run)
-    python = _python_clients(db.dsn, kb.name, questions, levels[0], seconds, k) if compare_python else None
-    head = {"corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
+    with runtime_cache(db.dsn, keep_cache, model_runtimes) as cache:
+        for runtime in model_runtimes:
+            for threads in torch_threads:
+                alone = _cpu_alone(db.dsn, kb.name, work, method_names, k=k, threads=threads,
+                                   model_runtime=runtime) if capacity else None
+                for n in levels:
+                    run = _load_run(db.dsn, kb.name, questions[0], work, method_names, clients=n, seconds=seconds,
+                                    k=k, threads=threads, model_runtime=runtime)
+                    runs.append(_with_capacity(run, alone) if alone is not None else run)
+        python = _python_clients(db.dsn, kb.name, questions, levels[0], seconds, k) if compare_python else None
+    head = {**cache, "corpus": corpus.name, "documents": corpus.documents, "chunks": corpus.chunks,
             "clients": levels[0] if len(levels) == 1 else levels, "k": k, "methods": list(method_names),
             "client_model": "threads; SQL functions through psycopg_pool; query embeddings precomputed",
             "machine": {"python": platform.python_version(), "processor": platform.machine(),
