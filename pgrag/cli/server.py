@@ -162,6 +162,8 @@ def models_status(socket: Path | None, data_dir: Path | None, as_json: bool) -> 
         echo_json(report, indent=2)
     else:
         for key, value in report.items():
+            if isinstance(value, dict):   # cache, this_process: one "key: value" line each
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
             click.echo(f"{key}: {value}")
     if report["status"] != "ok":
         sys.exit(3)

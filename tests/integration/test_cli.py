@@ -134,6 +134,8 @@ def test_server_start_stop(cli_data_dir):
     models = run("models", "status", "--data-dir", str(data_dir), "--json")
     assert models.exit_code == 0, models.output
     assert json.loads(models.stdout)["model"] == "all-MiniLM-L6-v2"
+    text = run("models", "status", "--data-dir", str(data_dir)).output
+    assert "\ncache: size 4096, held 0, hits 0\n" in text and "this_process: setting " in text
     socket = data_dir / "pgrag-models.sock"
     assert socket.stat().st_mode & 0o777 == 0o600 and socket.stat().st_uid == data_dir.stat().st_uid
     assert "stopped" in run("server", "stop", "--data-dir", str(data_dir)).output
