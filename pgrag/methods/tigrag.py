@@ -26,21 +26,18 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
 - title linking (pgrag.titles): the documents the question names by title join
   the first hop's ranking and their entities drive the second hop beside the top
   ι chunks'; the documents titled by a hop's new entities join the next hop's
-  ranking; a linked chunk's score gains title_weight. On 2Wiki's 111 questions it
-  lifts R@2/R@5 from 69.4/84.5 to 81.8/95.0: the question names its first-hop
-  documents (163 of the 270 gold titles, one false link), and the bridge
-  documents are titled by names the first-hop documents mention.
-- the question's remaining part (issue 44): instead of M(mu ⊕ e), a hop after
-  the first reranks with M(remainder ⊕ e), where remainder is the question's
-  words that the chunks whose entities drove the hops do not contain ("When did
-  Lothair Ii's mother die?" after Lothair II's passage: "When did s mother die"),
-  for each entity the question does not name. The part the previous hop
-  answered no longer pulls the next hop back to passages like it. Beside
-  M(mu ⊕ e) ("add"), on MuSiQue's 102 questions R@2/R@5 59.7/76.1 -> 63.6/79.8
-  (paired bootstrap of the difference: R@5 +1.3 to +6.5); 2Wiki's 111 stay
-  (81.8/95.0 -> 82.2/96.4). Instead of it ("replace", the default) recall is
-  the same (paired against "add": R@5 -0.1 on MuSiQue, 0.0 on 2Wiki) with
-  half the second hop's texts to encode (p50 about 45 % lower).
+  ranking; a linked chunk's score gains title_weight. 2Wiki's questions name
+  their first-hop documents, and the bridge documents are titled by names the
+  first-hop documents mention.
+- the question's remaining part (issue 44, ``hop_remainder="replace"``): a hop
+  after the first reranks with M(remainder ⊕ e) instead of M(mu ⊕ e), where
+  remainder is the question's words that the chunks whose entities drove the
+  hops do not contain ("When did Lothair Ii's mother die?" after Lothair II's
+  passage: "When did s mother die"), for each entity the question does not
+  name. The part the previous hop answered no longer pulls the next hop back to
+  passages like it, and the hop encodes half the texts.
+- through a model runtime, a hop's texts are encoded there while this process
+  runs the hop's graph stage (Context.encode_later).
 
 The other chain levers of pgrag.methods.tigrag_chain (bridges, mentions,
 chain_weight, remainder, chain_follow, fresh_sources, remainder_stop) are
@@ -65,7 +62,7 @@ from ..index.postings import Postings
 from ..nlp import NAME_LABELS
 from ..results import Hits, Trace
 from ..titles import Link, title_index
-from . import tigrag_chain
+from . import tigrag_chain, tigrag_vectors
 from .spec import MethodSpec
 
 if TYPE_CHECKING:
@@ -214,8 +211,6 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         linked = _linked_chunks(postings, links)
         trace.time("titles", t_link)
         trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
-    # Through a model runtime a hop's texts are encoded there while this process
-    # runs the hop's graph stage (Context.encode_later); in process, in turn.
     question_vectors = ctx.encode_later([question], trace)
     vectors = question_vectors      # the rerank vectors of the next hop, when it needs them
     for hop in range(1, settings.hops + 1):
@@ -285,8 +280,9 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             extra_step = {"remainder": rest}
             if settings.hop_remainder == "replace" and rest_texts:
                 own = []    # their vectors would be dropped below: not encoded at all
-        pending = _hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace, rest_texts)
-        vectors = functools.partial(_joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
+        pending = tigrag_vectors.hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace,
+                                                rest_texts)
+        vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
     final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
@@ -305,49 +301,6 @@ def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:
     if settings.link_titles or settings.link_entities or settings.rerank_depth:
         out.update(linked=s.linked, reached=s.reached)
     return out
-
-
-def _joined(pending: "Callable[[], tuple[list[np.ndarray], list[np.ndarray]]]", trace: Trace, hop: int, mode: str,
-            extra_step: dict[str, object]) -> list[np.ndarray]:
-    """A hop's rerank vectors, the mode's then the remaining part's, once encoded."""
-    t0 = time.perf_counter()
-    own, rest = pending()
-    # the wait is within the "embed" stage; a step of its own keeps the stage timings disjoint
-    trace.step("hop_embeddings", hop=hop, mode=mode, vectors=len(own) + len(rest),
-               ms=round((time.perf_counter() - t0) * 1000, 3), **extra_step)
-    return [*own, *rest]
-
-
-def _hop_embeddings(ctx: "Context", question: str, question_vector: np.ndarray, entities: list[str],
-                    query: str, settings: TigragSettings, trace: Trace,
-                    extra: list[str] | None = None) -> "Callable[[], tuple[list[np.ndarray], list[np.ndarray]]]":
-    """The rerank vectors of a hop after the first (``settings.hop_embedding``),
-    and the vectors of the ``extra`` texts, encoded in the same call: one round
-    trip to the model runtime, not two. No ``entities``: no vectors of the mode.
-    The encoding starts now; the returned function gives both lists."""
-    extra = extra or []
-    if not entities:
-        own: list[str] = []
-    elif settings.hop_embedding == "concat":
-        own = [f"{question} {e}" for e in entities]
-    else:
-        own = [query] if settings.hop_embedding == "joint" else list(entities)
-    pending = ctx.encode_later([*own, *extra], trace)
-    if settings.hop_embedding != "sum" or not own:
-        return lambda: (pending()[: len(own)], pending()[len(own):])
-    weight = settings.entity_weight
-
-    def summed() -> tuple[list[np.ndarray], list[np.ndarray]]:
-        # normalise(q + w e) of unit vectors; einsum, not BLAS (see Postings.cosines)
-        encoded = pending()
-        q = np.asarray(question_vector, dtype=np.float32)
-        e = np.asarray(encoded[: len(own)], dtype=np.float32)
-        q = q / max(float(np.sqrt(np.einsum("i,i", q, q))), 1e-12)
-        e = e / np.maximum(np.sqrt(np.einsum("ij,ij->i", e, e)), 1e-12)[:, None]
-        v = q[None, :] + weight * e
-        return list(v / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)[:, None]), encoded[len(own):]
-
-    return summed
 
 
 def _expand(graph: TokenGraph, seeds: list[int], settings: TigragSettings) -> tuple[np.ndarray, np.ndarray, int]:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pgrag.embed import RandomEmbedder
-from pgrag.methods.tigrag import PRESETS, TigragSettings, _hop_embeddings
+from pgrag.methods.tigrag import PRESETS, TigragSettings
+from pgrag.methods.tigrag_vectors import hop_embeddings
 from pgrag.results import Trace
 
 QUESTION = "When did Lothair II's mother die?"
@@ -37,7 +38,7 @@ def vectors(mode: str, extra: list[str] | None = None, **options) -> tuple[FakeC
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
     settings = TigragSettings(hop_embedding=mode, **options)
-    own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
+    own, more = hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
                                 extra)()
     assert len(more) == len(extra or [])
     return ctx, own
@@ -57,7 +58,7 @@ def test_extra_texts_ride_in_the_same_call(mode):
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
     settings = TigragSettings(hop_embedding=mode)
-    own, more = _hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
+    own, more = hop_embeddings(ctx, QUESTION, q, ENTITIES, QUERY, settings, Trace(method="tigrag", query=QUESTION),
                                 extra)()
     assert len(ctx.calls) == 1 and ctx.calls[0][len(ctx.calls[0]) - len(extra):] == extra
     assert np.allclose(more, ctx.embedder.encode(extra))
@@ -95,7 +96,7 @@ def test_no_entities_encode_only_the_extra_texts(mode):
     extra = [f"mother die {e}" for e in ENTITIES]
     ctx = FakeContext()
     q = ctx.embedder.encode([QUESTION])[0]
-    own, more = _hop_embeddings(ctx, QUESTION, q, [], QUERY, TigragSettings(hop_embedding=mode),
+    own, more = hop_embeddings(ctx, QUESTION, q, [], QUERY, TigragSettings(hop_embedding=mode),
                                 Trace(method="tigrag", query=QUESTION), extra)()
     assert own == [] and ctx.calls == [extra]
     assert np.allclose(more, ctx.embedder.encode(extra))
