@@ -196,6 +196,9 @@ def test_a_benchmark_runs_with_the_cache_off_and_sets_it_back(runtime, database_
     assert wait_healthy(runtime)["cache"]["size"] == 4096
     with runtime_cache(database_uri, keep=True, settings=[f"unix:{runtime}"]) as note:
         assert wait_healthy(runtime)["cache"]["size"] == 4096 and note == {"runtime_cache": "kept"}
+    with runtime_cache(database_uri, keep=False, settings=[f"unix:{runtime}", "unix:/nonexistent/models.sock"]) as note:
+        assert wait_healthy(runtime)["cache"]["size"] == 0   # the one that answers is switched off all the same
+    assert note["runtime_cache_not_switched"] == ["unix:/nonexistent/models.sock"]
     with pytest.raises(pgrag.InputError, match="size must be an integer"):
         model_client.client(target).request("POST", "/pgrag/v1/cache", {"size": -1})
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ... import model_client
+from ...exceptions import PgragError
 
 
 def _targets(dsn: str, settings: Sequence[str | None]) -> set[model_client.Endpoint]:
@@ -35,12 +36,14 @@ def runtime_cache(dsn: str, keep: bool, settings: Sequence[str | None] = ()) -> 
     if keep:
         yield {"runtime_cache": "kept"}
         return
-    before = {}
+    before, missed = {}, []
     for target in _targets(dsn, settings):
-        with contextlib.suppress(model_client.ModelRuntimeUnavailable):   # not running: nothing to switch off
+        try:
             before[target] = model_client.resize_cache(target, 0)
+        except PgragError:   # down, or a runtime without a cache: nothing to switch off there
+            missed.append(target.describe())
     try:
-        yield {"runtime_cache": "off"}
+        yield {"runtime_cache": "off"} if not missed else {"runtime_cache": "off", "runtime_cache_not_switched": missed}
     finally:
         for target, cache in before.items():
             if "size" in cache:
