@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -87,8 +88,6 @@ class VectorCache:
     push every question out. Used from the event loop's thread only."""
 
     def __init__(self, size: int) -> None:
-        from collections import OrderedDict
-
         self.size = size
         self.items: OrderedDict[str, Any] = OrderedDict()
 
