@@ -22,9 +22,10 @@ def _targets(dsn: str, settings: Sequence[str | None]) -> set[model_client.Endpo
     ``settings`` (pgrag.model_runtime values) use."""
     import psycopg
 
+    from .capacity import model_runtime
+
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pgrag.model_runtime()").fetchone()
-    served = ((row[0] if row else None) or {}).get("runtime")
+        served = model_runtime(conn).get("runtime")
     found = [model_client.endpoint(), *(model_client.endpoint(s) for s in [served, *settings] if s)]
     return {t for t in found if t is not None and t.serves_nlp}
 

@@ -61,10 +61,15 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def model_runtime(conn: Any) -> dict[str, Any]:
+    """``pgrag.model_runtime()``: the runtime the server's backends use, and its health."""
+    row = conn.execute("SELECT pgrag.model_runtime()").fetchone()
+    return (row[0] if row else None) or {}
+
+
 def runtime_health(conn: Any) -> dict[str, Any]:
     """The model runtime's /health as the server's backends see it ({}: models in process)."""
-    row = conn.execute("SELECT pgrag.model_runtime()").fetchone()[0] or {}
-    return row.get("health") or {}
+    return model_runtime(conn).get("health") or {}
 
 
 def runtime_pid(conn: Any) -> int | None:
