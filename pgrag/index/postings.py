@@ -183,9 +183,11 @@ class Postings:
             out.append(([int(c) for c in self.chunk_ids[rows[order]]], [float(x) for x in score[rows[order]]]))
         return out
 
-    def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray]) -> dict[int, float]:
+    def cosines(self, chunk_ids: list[int], embeddings: list[np.ndarray],
+                bonus: list[float] | None = None) -> dict[int, float]:
         """Each chunk's best cosine to any of ``embeddings`` (what the SQL
-        ``pgrag_internal.chunk_cosines`` gives), from the cached vectors."""
+        ``pgrag_internal.chunk_cosines`` gives), from the cached vectors; with
+        ``bonus``, the best of cosine + that embedding's bonus."""
         if not chunk_ids or not embeddings:
             return {}
         queries = np.asarray(embeddings, dtype=np.float32)
@@ -194,7 +196,10 @@ class Postings:
         # then slows the next query embedding (torch) on a small machine by more
         # than this product costs (measured: dense's embedding 12 -> 49 ms in
         # `pgrag bench queries`)
-        best = np.einsum("ij,kj->ik", self.vectors.rows(np.asarray(chunk_ids)), queries).max(axis=1)
+        scores = np.einsum("ij,kj->ik", self.vectors.rows(np.asarray(chunk_ids)), queries)
+        if bonus is not None:
+            scores += np.asarray(bonus, dtype=np.float32)[None, :]
+        best = scores.max(axis=1)
         return {int(c): float(b) for c, b in zip(chunk_ids, best)}
 
     def documents_of(self, chunk_ids: list[int]) -> dict[int, int]:

@@ -141,6 +141,13 @@ class TigragSettings:
     # next hop's ranking as linked (title_weight), which cost R@2 on both benchmarks.
     text_titles: bool = True
     text_title_links: bool = False
+    # Which bridge entities lead the next hop (hop_remainder, tigrag_chain.context_shares): each
+    # one's share of the question's words in the driving chunks' sentence that names it. Its vector
+    # gains context_weight x that share in the rerank, and only the bridge_limit best (0: all) get a
+    # vector at all. hop_normalise: each hop's scores over that hop's best before the hops merge.
+    context_weight: float = 0.1
+    bridge_limit: int = 8
+    hop_normalise: bool = True
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -159,12 +166,14 @@ class TigragSettings:
             raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
         if self.mention_sources < 1 or self.mention_max < 1:
             raise ValueError("mention_sources and mention_max must be at least 1")
+        if self.bridge_limit < 0:
+            raise ValueError("bridge_limit must be at least 0")
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
 PAPER = TigragSettings(graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
                        link_titles=False, link_entities=False, title_weight=0.0, hop_remainder="off",
-                       text_titles=False)
+                       text_titles=False, context_weight=0.0, bridge_limit=0, hop_normalise=False)
 PRESETS: dict[str, TigragSettings] = {
     "tigrag": TigragSettings(),
     "tigrag-paper": PAPER,
@@ -195,7 +204,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
                postings=postings.entries, source=source)
 
-    best: dict[int, _Scored] = {}
+    rankings: list[list[_Scored]] = []     # each hop's, best first
     seen: set[str] = set()
     entities: list[str] = []
     query = question
@@ -213,20 +222,15 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
     question_vectors = ctx.encode_later([question], trace)
     vectors = question_vectors      # the rerank vectors of the next hop, when it needs them
+    bonus: list[float] | None = None    # their context bonuses (context_weight)
     for hop in range(1, settings.hops + 1):
         pairs = (tigrag_chain.pair_cosines(ctx, postings, question, chains, settings.remainder, trace)
                  if settings.remainder or settings.chain_follow else {})
         extra = {c: cos for c, (cos, _) in pairs.items()} if settings.remainder else {}
         follow = tigrag_chain.follow_scores(chains, pairs, settings.chain_follow) if settings.chain_follow else {}
         ranked = _hop(ctx, graph, postings, query, vectors, settings, hop, trace, linked, chains.support, extra,
-                      follow)
-        for s in ranked:
-            held = best.get(s.chunk_id)
-            if held is None or s.score > held.score:
-                best[s.chunk_id] = s
-            if held is not None:
-                best[s.chunk_id].reached = held.reached + 1
-                best[s.chunk_id].linked = held.linked or s.linked
+                      follow, bonus)
+        rankings.append(ranked)
         if hop == settings.hops:
             break
         if settings.fresh_sources:   # the best chunks whose entities have not driven a hop yet
@@ -271,21 +275,30 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             trace.time("titles", t_link)
             trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
         extra_step: dict[str, object] = {}
+        bonus = None
         rest_texts: list[str] = []
         own = entities
         if settings.hop_remainder != "off":
             rest = tigrag_chain.remainder(question, " ".join(resolved))
             # an entity the question names adds nothing to its remaining part: no vector for it
-            rest_texts = [f"{rest} {e}" for e in tigrag_chain.bridges(question, entities)]
+            bridge = tigrag_chain.bridges(question, entities)
+            rest_texts = [f"{rest} {e}" for e in bridge]
             extra_step = {"remainder": rest}
             if settings.hop_remainder == "replace" and rest_texts:
                 own = []    # their vectors would be dropped below: not encoded at all
+            if (settings.context_weight or settings.bridge_limit) and rest_texts:
+                bridge, shares = tigrag_chain.best_bridges(question, bridge, texts, settings.bridge_limit)
+                rest_texts = [f"{rest} {e}" for e in bridge]
+                extra_step["context"] = dict(zip(bridge, shares))
+                if settings.context_weight and settings.hop_embedding != "sum":
+                    bonus = [0.0] * (len(own) if settings.hop_embedding == "concat" else int(bool(own)))
+                    bonus += [settings.context_weight * x for x in shares]
         pending = tigrag_vectors.hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace,
                                                 rest_texts)
         vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
-    final = sorted(best.values(), key=lambda s: (-s.score, s.chunk_id))
+    final = _merge(rankings, settings.hop_normalise)
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
     if ctx.scope is not None and len(final) < k:
@@ -294,6 +307,26 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
                     [_details(s, settings) for s in final], trace)
     return Hits(hits, trace)
+
+
+def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
+    """The hops' rankings as one, each chunk at its best score, best first (a tie:
+    the earlier hop first). ``normalise`` (with more than one hop): each hop's
+    scores over its best first. A later hop's cosines (remaining part + entity)
+    run on another scale than the question's; so each hop's best passage ranks
+    at 1, and the hop with the higher scale does not fill the top."""
+    best: dict[int, _Scored] = {}
+    for ranked in rankings:
+        scale = ranked[0].score if normalise and len(rankings) > 1 and ranked and ranked[0].score > 0 else 1.0
+        for s in ranked:
+            s.score /= scale
+            held = best.get(s.chunk_id)
+            if held is None or s.score > held.score:
+                best[s.chunk_id] = s
+            if held is not None:
+                best[s.chunk_id].reached = held.reached + 1
+                best[s.chunk_id].linked = held.linked or s.linked
+    return sorted(best.values(), key=lambda s: (-s.score, s.hop, s.chunk_id))
 
 
 def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:
@@ -330,7 +363,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
          vectors: "Callable[[], list[np.ndarray]]",
          settings: TigragSettings, hop: int, trace: Trace, linked: list[int] | None = None,
          support: dict[int, float] | None = None, extra: dict[int, float] | None = None,
-         follow: dict[int, float] | None = None) -> list[_Scored]:
+         follow: dict[int, float] | None = None, bonus: list[float] | None = None) -> list[_Scored]:
     t0 = time.perf_counter()
     terms = ctx.tokenize(query)
     seeds = graph.index.seeds(terms)
@@ -355,7 +388,7 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
     t_wait = time.perf_counter()
     embeddings = vectors() if settings.rerank else []   # encoded meanwhile: its wait is the "embed" stage's
     t2 = time.perf_counter()
-    cosines = postings.cosines([r[0] for r in pool], embeddings) if settings.rerank else {}
+    cosines = postings.cosines([r[0] for r in pool], embeddings, bonus) if settings.rerank else {}
     t3 = time.perf_counter()
     ranked = []
     for chunk_id, rho, _ in pool:

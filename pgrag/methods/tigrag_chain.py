@@ -32,6 +32,7 @@ previous hop, not only from titles.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,41 @@ class Chains:
     support: dict[int, float] = field(default_factory=dict)
     via: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     source_score: dict[int, float] = field(default_factory=dict)     # source chunk -> its score in its hop
+
+
+# Words a question shares with any sentence; they say nothing about which name is its bridge.
+_FUNCTION_WORDS = frozenset("""a an and are as at be by did does for from had has have he her his how in is it its
+of on or she that the their they this to was were what when where which who whom whose why with""".split())
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def context_shares(question: str, entities: list[str], texts: dict[int, tuple[str, str]]) -> list[float]:
+    """For each entity, the largest share of the question's words (less its own
+    and function words) in one sentence of ``texts`` that names it; 0 where none does."""
+    asked = {w.lower() for w in words(question)} - _FUNCTION_WORDS
+    sentences = [set(key(s).split()) for _, text in texts.values() for s in _SENTENCE_END.split(text)]
+    out = []
+    for entity in entities:
+        own = key(entity).split()
+        wanted = asked - set(own)
+        best = 0.0
+        if own and wanted:
+            for held in sentences:
+                if all(w in held for w in own):   # the name's words, not necessarily in order
+                    best = max(best, len(wanted & held) / len(wanted))
+        out.append(best)
+    return out
+
+
+def best_bridges(question: str, entities: list[str], texts: dict[int, tuple[str, str]],
+                 limit: int) -> tuple[list[str], list[float]]:
+    """The ``limit`` entities (0: all) with the largest context shares, in their
+    order (a tie keeps the earlier), and their shares."""
+    shares = context_shares(question, entities, texts)
+    if limit and len(entities) > limit:
+        kept = sorted(sorted(range(len(entities)), key=lambda i: -shares[i])[:limit])
+        return [entities[i] for i in kept], [shares[i] for i in kept]
+    return entities, shares
 
 
 def remainder(question: str, source_text: str) -> str:

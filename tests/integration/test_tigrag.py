@@ -96,9 +96,12 @@ def test_two_hops_find_the_bridge_document(kb):
     # one vector per new entity the question does not name (here all four): the question's
     # remaining part + e instead of M(mu + e) (hop_remainder="replace")
     assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"]) == 4
-    for h in hits:
+    # a hop's score before it is divided by the hop's best (hop_normalise, test_tigrag_bridges):
+    # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
+    raw = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5, hop_normalise=False)
+    assert {h.title for h in raw} == set(titles)
+    for h in raw:
         assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
-        # cosine plus 0.2 x rho / (the hop's max rho), plus 0.2 for a linked title (test_title_linking_*)
         bonus = 0.2 if h.details["linked"] else 0.0
         assert h.details["cosine"] + bonus <= h.details["score"] <= h.details["cosine"] + 0.2 + bonus + 1e-9
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -108,10 +111,11 @@ def test_golden_second_hop_on_the_sample(kb):
     """Hand-checked on the sample: the question names a song, not the rapper. Hop 1
     finds the song's passage ("changed"), which names Nicki Minaj; hop 2 seeds on
     her and ranks her own passage ("minaj", which says where she was born) by
-    its cosine to the entity, well above what one hop gives it. Title linking and
-    hop_remainder are off: this pins the hop mechanism itself, not the levers."""
+    its cosine to the entity, well above what one hop gives it. Title linking,
+    hop_remainder and the hops' normalisation are off: this pins the hop mechanism
+    itself, not the levers."""
     q = "Where was the rapper of Changed It born?"
-    off = {"link_titles": False, "link_entities": False, "hop_remainder": "off"}
+    off = {"link_titles": False, "link_entities": False, "hop_remainder": "off", "hop_normalise": False}
     hits = kb.retrieve(q, method="tigrag", k=2, **off)
     assert [(h.provenance.external_id, h.provenance.chunk_ordinal, h.details["hop"]) for h in hits] == [
         ("changed", 0, 2), ("minaj", 0, 2)]
@@ -122,7 +126,7 @@ def test_golden_second_hop_on_the_sample(kb):
     # hop_remainder: the question's words the song's passage lacks ("Where the of born"), plus
     # Nicki Minaj, find her passage (which says where she was born) first; the song's passage
     # keeps its first-hop score, which no M(mu + e) of the second hop tops any more
-    rest = kb.retrieve(q, method="tigrag", k=2, link_titles=False, link_entities=False)
+    rest = kb.retrieve(q, method="tigrag", k=2, link_titles=False, link_entities=False, hop_normalise=False)
     assert [(h.provenance.external_id, h.details["hop"]) for h in rest] == [("minaj", 2), ("changed", 1)]
     assert next(s for s in rest.trace.steps if s["step"] == "hop_embeddings")["remainder"] == "Where the of born"
 
@@ -133,7 +137,8 @@ def _steps(hits, name):
 
 def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names(kb):
     q = "Where was the rapper of Changed It born?"
-    hits = kb.retrieve(q, method="tigrag", k=5)
+    # each hop's own scores (hop_normalise off), which the bonus is added to
+    hits = kb.retrieve(q, method="tigrag", k=5, hop_normalise=False)
     first = _steps(hits, "titles")[0]
     assert first["hop"] == 1 and first["linked"] == ["Changed It"]
     # the linked document's names drive the second hop, and the one that titles a document is linked in turn
@@ -147,7 +152,7 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
     for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
         assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
     # off, nothing is linked and no score carries the bonus
-    plain = kb.retrieve(q, method="tigrag", k=5, link_titles=False, link_entities=False)
+    plain = kb.retrieve(q, method="tigrag", k=5, link_titles=False, link_entities=False, hop_normalise=False)
     assert not _steps(plain, "titles") and not any("linked" in h.details for h in plain)
     cosines = {h.provenance.chunk_id: h.details["score"] - h.details["cosine"] for h in plain}
     for h in hits:   # the same hop score, plus title_weight where linked
@@ -159,7 +164,8 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
 def test_title_linking_needs_the_capitalised_title_and_respects_title_weight(kb):
     lower = kb.retrieve("where was the rapper of changed it born?", method="tigrag", k=5)
     assert _steps(lower, "titles")[0]["linked"] == []
-    heavy = kb.retrieve("Where was the rapper of Changed It born?", method="tigrag", k=5, title_weight=1.0)
+    heavy = kb.retrieve("Where was the rapper of Changed It born?", method="tigrag", k=5, title_weight=1.0,
+                        hop_normalise=False)
     linked = [h for h in heavy if h.details["linked"]]
     assert {h.title for h in linked} == {"Changed It", "Nicki Minaj"}
     assert all(h.details["score"] >= h.details["cosine"] + 1.0 for h in linked)

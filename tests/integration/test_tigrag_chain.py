@@ -52,14 +52,16 @@ def test_golden_three_hop_chain(kb):
     Leipzig by title. The rerank vector "On which river birthplace of of" +
     Hollstadt (the question's words the Harbour Suite and Anton Weller passages
     lack, hop_remainder) has cosine 0.83 with Hollstadt's passage, against 0.61
-    for the question + Hollstadt, so the passage that ends the chain ranks right
-    after the first, above the bridge and far above the wrong bridge Leipzig and
-    the other work's chain (Karl Brenner, Forest Suite, which keeps its first-hop
-    score: hop_remainder="replace" gives the later hops no M(question + e))."""
+    for the question + Hollstadt. Each hop's scores are divided by its best
+    (hop_normalise), so the three hops' best passages, the chain, score 1 and
+    rank in hop order, above the wrong bridge Leipzig (0.87 of hop 3's best) and
+    far above the other work's chain (Karl Brenner, Forest Suite)."""
     hits = kb.retrieve(QUESTION, method="tigrag", k=6, hops=3)
     assert [(h.provenance.external_id, h.details["hop"]) for h in hits] == [
-        ("harbour", 1), ("hollstadt", 3), ("weller", 2), ("leipzig", 3), ("brenner", 3), ("forest", 1)]
-    assert hits[1].details["cosine"] == pytest.approx(0.832, abs=0.01)
+        ("harbour", 1), ("weller", 2), ("hollstadt", 3), ("leipzig", 3), ("brenner", 2), ("forest", 1)]
+    assert [h.details["score"] for h in hits[:3]] == [pytest.approx(1.0)] * 3
+    assert hits[2].details["cosine"] == pytest.approx(0.832, abs=0.01)
+    assert hits[3].details["score"] == pytest.approx(0.867, abs=0.01)
     entities = _steps(hits, "entities")
     assert [(e["hop"], e["new"]) for e in entities] == [(1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
     # without the lever the chain still fills the top 3, Hollstadt third (cosine 0.61)

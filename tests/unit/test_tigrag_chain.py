@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from pgrag.methods.tigrag import PRESETS, TigragSettings
-from pgrag.methods.tigrag_chain import Chains, bridges, canonical, follow_scores, named_in, remainder, with_titles
+from pgrag.methods.tigrag_chain import (Chains, best_bridges, bridges, canonical, context_shares, follow_scores, named_in,
+                                        remainder, with_titles)
 from pgrag.titles import TitleIndex
 
 
@@ -26,6 +27,28 @@ def test_bridges_drop_the_entities_the_question_names():
     assert bridges(question, found) == ["Paul Bettany", "Jarvis Cocker"]
     named = named_in(question)
     assert named("age of ultron") and not named("Ultron Age") and not named("")
+
+
+def test_context_shares_count_the_question_words_beside_each_name():
+    question = "Who is the mother of the king who founded Kelso Abbey?"
+    # asked: mother, king, founded, kelso, abbey (function words out)
+    texts = {1: ("Kelso Abbey", "Kelso Abbey was founded by King David I. His mother Margaret was a saint! "
+                                "Queen Matilda was his wife.")}
+    shares = context_shares(question, ["David I", "Margaret", "Matilda", "Kelso Abbey", "Lothair"], texts)
+    # David I: founded, kelso, abbey, king of 5; Margaret: mother of 5; Kelso Abbey: founded, king of
+    # the 3 not its own; Matilda's sentence holds none; Lothair is named nowhere
+    assert shares == [pytest.approx(4 / 5), pytest.approx(1 / 5), 0.0, pytest.approx(2 / 3), 0.0]
+    assert context_shares("Who?", ["Margaret"], texts) == [0.0]     # no word left to share
+
+
+def test_best_bridges_keep_the_best_shares_in_their_order():
+    question = "Who is the mother of the king who founded Kelso Abbey?"
+    texts = {1: ("Kelso Abbey", "Kelso Abbey was founded by King David I. His mother Margaret was a saint.")}
+    names = ["Lothair", "Margaret", "Boso", "David I"]
+    assert best_bridges(question, names, texts, 2) == (["Margaret", "David I"], [pytest.approx(0.2), pytest.approx(0.8)])
+    # a tie keeps the earlier; 0 keeps all
+    assert best_bridges(question, names, texts, 3)[0] == ["Lothair", "Margaret", "David I"]
+    assert best_bridges(question, names, texts, 0)[0] == names
 
 
 def test_canonical_drops_a_leading_article_only():
@@ -52,6 +75,12 @@ def test_the_default_turns_on_hop_remainder_and_the_paper_keeps_it_off():
     # every chain lever is off in the default too, except hop_remainder
     d = PRESETS["tigrag"]
     assert not (d.mentions or d.bridges or d.remainder or d.chain_follow or d.fresh_sources or d.remainder_stop)
+    # the bridges' context and the hops' normalisation are on in the default, off in the paper's
+    assert (d.context_weight, d.bridge_limit, d.hop_normalise) == (0.1, 8, True)
+    assert all((PRESETS[n].context_weight, PRESETS[n].bridge_limit, PRESETS[n].hop_normalise) == (0.0, 0, False)
+               for n in ("tigrag-paper", "tigrag-no-bm25", "tigrag-degree", "tigrag-no-rerank"))
+    with pytest.raises(ValueError, match="bridge_limit"):
+        dataclasses.replace(d, bridge_limit=-1)
     with pytest.raises(ValueError, match="hop_remainder"):
         TigragSettings(hop_remainder="on")
     with pytest.raises(ValueError, match="mention_sources"):
