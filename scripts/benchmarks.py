@@ -284,9 +284,10 @@ def musique_section() -> list[str]:
     out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
            "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
            "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the "
-           "default (`hop_remainder=\"replace\"` and text titles); `tigrag (before replace)` the same with "
-           "`hop_remainder=\"add\"`; `tigrag (before text titles)` with `\"add\"` alone; `tigrag (before)` "
-           "the method before all three: on MuSiQue the same `pgrag eval`, "
+           "default (bridges by context, at most 8, each hop over its best, `hop_remainder=\"replace\"` and "
+           "text titles); `tigrag (before bridges)` the same without the first three; `tigrag (before replace)` "
+           "that with `hop_remainder=\"add\"`; `tigrag (before text titles)` with `\"add\"` alone; "
+           "`tigrag (before)` the method before all of them: on MuSiQue the same `pgrag eval`, "
            "on 2Wiki the first row of the levers' table below (the same Recall@k, computed by the levers' "
            "loop). The quality table at the top of this page is a later run of the current default (the same "
            "figures on 2Wiki). Every figure of this section is run `musique_issue44` of runs.json.", "",
@@ -317,9 +318,10 @@ def musique_section() -> list[str]:
                                              f"dense)" for name, r in q[b].items()) for b in benches) + ". "
             + run44["latency_note"], "",
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
-            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). The "
-            "last three rows are on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
-            "with them, and with their links:", "",
+            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). Three "
+            "rows follow on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
+            "with them, and with their links; the last five on the default before bridges "
+            "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together:", "",
             "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
                                                 for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
             "|---|---|" + "---|" * 10]

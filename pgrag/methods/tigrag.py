@@ -36,6 +36,8 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   passage: "When did s mother die"), for each entity the question does not
   name. The part the previous hop answered no longer pulls the next hop back to
   passages like it, and the hop encodes half the texts.
+- bridges by their sentence's share of the question (issue 44), and each hop's
+  scores over its best before the hops merge (see TigragSettings).
 - through a model runtime, a hop's texts are encoded there while this process
   runs the hop's graph stage (Context.encode_later).
 
@@ -141,10 +143,9 @@ class TigragSettings:
     # next hop's ranking as linked (title_weight), which cost R@2 on both benchmarks.
     text_titles: bool = True
     text_title_links: bool = False
-    # Which bridge entities lead the next hop (hop_remainder, tigrag_chain.context_shares): each
-    # one's share of the question's words in the driving chunks' sentence that names it. Its vector
-    # gains context_weight x that share in the rerank, and only the bridge_limit best (0: all) get a
-    # vector at all. hop_normalise: each hop's scores over that hop's best before the hops merge.
+    # Bridges by their share of the question's words in the driving chunks' sentence that names
+    # them (hop_remainder, tigrag_chain.context_shares): a bridge's vector gains context_weight x its
+    # share in the rerank, and only the bridge_limit best (0: all) get one. hop_normalise: _merge.
     context_weight: float = 0.1
     bridge_limit: int = 8
     hop_normalise: bool = True
@@ -281,18 +282,15 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         if settings.hop_remainder != "off":
             rest = tigrag_chain.remainder(question, " ".join(resolved))
             # an entity the question names adds nothing to its remaining part: no vector for it
-            bridge = tigrag_chain.bridges(question, entities)
+            bridge, shares = tigrag_chain.best_bridges(question, tigrag_chain.bridges(question, entities), texts,
+                                                       settings.bridge_limit)
             rest_texts = [f"{rest} {e}" for e in bridge]
-            extra_step = {"remainder": rest}
+            extra_step = {"remainder": rest, **({"context": dict(zip(bridge, shares))} if bridge else {})}
             if settings.hop_remainder == "replace" and rest_texts:
                 own = []    # their vectors would be dropped below: not encoded at all
-            if (settings.context_weight or settings.bridge_limit) and rest_texts:
-                bridge, shares = tigrag_chain.best_bridges(question, bridge, texts, settings.bridge_limit)
-                rest_texts = [f"{rest} {e}" for e in bridge]
-                extra_step["context"] = dict(zip(bridge, shares))
-                if settings.context_weight and settings.hop_embedding != "sum":
-                    bonus = [0.0] * (len(own) if settings.hop_embedding == "concat" else int(bool(own)))
-                    bonus += [settings.context_weight * x for x in shares]
+            if settings.context_weight and rest_texts and settings.hop_embedding != "sum":
+                bonus = [0.0] * (len(own) if settings.hop_embedding == "concat" else int(bool(own)))
+                bonus += [settings.context_weight * x for x in shares]
         pending = tigrag_vectors.hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace,
                                                 rest_texts)
         vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
