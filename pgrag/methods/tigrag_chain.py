@@ -28,6 +28,10 @@ previous hop, not only from titles.
   and a hop cannot follow a bridge it never sees. A name matched without its
   note ("David Elliot" for "David Elliot (footballer)") is left out: such
   namesakes took top-2 places on 2Wiki.
+- ``context_shares``, ``best_bridges`` (on by default): a bridge's share of the
+  question's words in the driving chunks' sentence that names it ("George
+  Peppard plays Paul Varjak" for "the actor who plays Paul"): its weight in the
+  next hop's rerank, and which bridges get a vector at all.
 """
 
 from __future__ import annotations
