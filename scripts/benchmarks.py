@@ -542,22 +542,27 @@ def render() -> str:
                 "embedding (13 ms) are most of the rest.", ""]
     out += levers_section() + musique_section() + oracle_musique_section() + cirag_oracle_section()
     if queries:
+        def ratio(method: str) -> float:
+            return float(queries["methods"][method]["p50_to_dense"])
+
+        def stage(method: str, name: str) -> float:
+            return float(queries["methods"][method]["stage_ms_mean"][name])
+
         out += ["## Query latency (`pgrag bench queries`)", "", "```", COMMANDS["queries"], "```", "",
                 f"{queries['questions']} questions, k = {queries['k']}, after {queries['warmup']} warm-up "
                 f"questions per method; methods take turns on each question. Milliseconds, including "
-                f"embedding the question. Three runs in a row on a quiet machine (the table is the last): "
-                f"dense 11.6 / 11.2 / 12.1 ms, threadrag 2.92 / 2.63 / 2.65× dense: **the 3× target is met**, "
-                f"with little margin since dense itself got faster (24.1 ms in the previous table, 2.32×). "
-                f"tigrag 4.58 / 4.62 / 4.48×: **the 2× target is not.** Its question's encoding is dense's "
-                f"own, its second hop's one vector per new entity, M(mu + e) (about 8 strings), about 20 ms, "
-                f"and its two PPR expansions about 17 ms: the 2Wiki graph (35,440 tokens, 1.02 M entries) "
-                f"is so connected that push does as much work as 5 full sweeps per hop. Without any "
-                f"second-hop encoding it would still be about 2.2× (above); the cheaper second-hop vectors "
-                f"lose recall (above), so both presets keep the paper's.", "",
+                f"embedding the question; one run on a quiet machine, the model runtime's cache off. "
+                f"threadrag {ratio('threadrag'):.2f}× dense, tigrag {ratio('tigrag'):.2f}×. tigrag encodes its "
+                f"question and, in one call, "
+                f"the second hop's remaining part with each of at most 8 bridges (issue 44), waiting "
+                f"{stage('tigrag', 'embed'):.1f} ms for them while its two PPR expansions take "
+                f"{stage('tigrag', 'expand'):.1f} ms: the 2Wiki graph (35,440 tokens, 1.02 M entries) is so "
+                f"connected that push does as much work as 5 full sweeps per hop.", "",
                 "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (docs/settings.md; the model in bfloat16 on this "
                 "AMX CPU), the same command (`--out docs/benchmarks/queries_bf16.json`, in runs.json): dense 10.0 ms, "
                 "tigrag "
-                "44.6 ms (4.48×, its embedding 31.6 → 23.3 ms), threadrag 29.9 ms (3.01×): every method "
+                "44.6 ms (4.48×; its embedding 23.3 ms against 31.6 in float32 that day, before tigrag encoded while "
+                "it ranks), threadrag 29.9 ms (3.01×): every method "
                 "is faster, but the ratios are not better, because dense gains as much. Recall with "
                 "bfloat16 questions over this corpus's float32 passages (`PGRAG_EMBEDDING_PRECISION=bfloat16 "
                 "pgrag eval ... --methods dense,hybrid,tigrag,threadrag,tigrag-paper --out "
