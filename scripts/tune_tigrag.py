@@ -1,5 +1,6 @@
 """Grid over TIGRAG settings on a tuning set: ../shared/bench/2wiki (the 111) or
-../shared/bench/musique (the 102), the only sets tuning may use.
+../shared/bench/musique (the 102), the only sets tuning may use; ``--bench FOLDER``
+runs the same grid on another set, to check that a setting holds there.
 
     python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N] [--bench musique]
 
@@ -39,7 +40,10 @@ def parse_value(text: str) -> object:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("grid", nargs="*", help="name=v1,v2,... (TigragSettings fields)")
-    parser.add_argument("--bench", choices=("2wiki", "musique"), default="2wiki")
+    parser.add_argument("--bench", default="2wiki",
+                        help="2wiki or musique (../shared/bench), or a folder with corpus.json and "
+                             "questions.jsonl (e.g. from `pgrag bench convert`), to check a setting "
+                             "on questions it was not tuned on")
     parser.add_argument("--preset", default="tigrag")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--depth", type=int, default=20)
@@ -50,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
-    bench = BENCH.parent / args.bench
+    bench = BENCH.parent / args.bench if args.bench in ("2wiki", "musique") else Path(args.bench)
     kb = db.corpus(corpus_name_for(bench / "corpus.json"), create=False)
     questions = load_questions(bench / "questions.jsonl")[: args.limit]
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up

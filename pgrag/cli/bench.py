@@ -110,6 +110,37 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
     _echo_json(result, out)
 
 
+@bench.command("convert")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "set_format", type=click.Choice(["musique", "hotpotqa", "2wiki"]), required=True,
+              help="The file's layout: MuSiQue's (paragraphs), HotpotQA's or 2WikiMultihopQA's (context).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for corpus.json and questions.jsonl.")
+@click.option("--without", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A questions JSONL (e.g. a tuning set) whose ids are left out of the questions; "
+                   "their passages stay in the corpus.")
+def bench_convert(source: Path, set_format: str, out: Path, without: Path | None) -> None:
+    """Turn a published question set into a corpus and questions for `pgrag eval`.
+
+    Every question's own passages join one corpus (each distinct passage once),
+    so each question is asked against all the others' too. Example, HippoRAG's
+    100 MuSiQue training questions (never used to tune pgrag):
+
+        pgrag bench convert musique_train.json --format musique --out heldout/musique
+    """
+    from ..bench import datasets
+    from ..bench.evaluate import load_questions
+
+    converted = datasets.convert(datasets.read_records(source), set_format)
+    left_out = 0
+    if without is not None:
+        converted, left_out = datasets.without(converted, {q.id for q in load_questions(without)})
+    corpus, questions = datasets.write(converted, out)
+    click.echo(f"{len(converted.questions)} questions -> {questions}"
+               + (f" ({left_out} left out: in {without})" if without else "")
+               + f"\n{len(converted.corpus)} passages -> {corpus}")
+
+
 @bench.command("graph")
 @corpus_file_option
 @questions_option
