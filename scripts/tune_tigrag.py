@@ -4,7 +4,8 @@ runs the same grid on another set, to check that a setting holds there.
 
     python scripts/tune_tigrag.py gamma=10,50,200 damping=0.3,0.5,0.85 [--preset tigrag] [--limit N] [--bench musique]
 
-Prints Recall@k (--k, default 2,5) and p50 latency for each combination;
+Prints Recall@k (--k, default 2,5) and p50 latency for each combination (--stages: each
+stage's mean time and the questions ranked as under the first combination);
 --per-question FILE appends each question's retrieved documents as JSON lines. The corpus must have
 been indexed by `pgrag eval` (it reuses the eval corpus of the same file).
 """
@@ -51,6 +52,12 @@ def main() -> None:
     parser.add_argument("--k", default="2,5", help="comma-separated k for Recall@k")
     parser.add_argument("--per-question", type=Path, default=None,
                         help="append each question's retrieved documents here (JSON lines)")
+    parser.add_argument("--stages", action="store_true",
+                        help="also report each stage's mean time (the trace's timings) and how many questions "
+                             "rank the same chunks as under the grid's first setting. Time it with the models in "
+                             "this process (PGRAG_MODEL_RUNTIME=inprocess): through the runtime a later setting "
+                             "finds the earlier one's texts in its cache and its stages run without the encoding "
+                             "beside them")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
@@ -58,15 +65,24 @@ def main() -> None:
     kb = db.corpus(corpus_name_for(bench / "corpus.json"), create=False)
     questions = load_questions(bench / "questions.jsonl")[: args.limit]
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
+    first: list[list[int]] = []     # the first setting's chunks, question by question
     for values in itertools.product(*grid.values()):
         options = dict(zip(grid, values))
         ks = [int(k) for k in args.k.split(",")]
         recall = dict.fromkeys(ks, 0.0)
         times = []
-        for q in questions:
+        stages: dict[str, float] = {}
+        same = 0
+        for i, q in enumerate(questions):
             t0 = time.perf_counter()
             hits = kb.retrieve(q.question, method=args.preset, k=args.depth, **options)
             times.append((time.perf_counter() - t0) * 1000)
+            for stage, ms in hits.trace.timings_ms.items():
+                stages[stage] = stages.get(stage, 0.0) + ms / len(questions)
+            chunks = [h.provenance.chunk_id for h in hits]
+            if len(first) < len(questions):
+                first.append(chunks)
+            same += chunks == first[i]
             docs = distinct_documents(h.title for h in hits)
             for k in ks:
                 recall[k] += recall_at_k(docs, q.supporting_titles, k)
@@ -79,7 +95,9 @@ def main() -> None:
         n = len(questions)
         line = json.dumps({"bench": args.bench, "preset": args.preset, **options,
                            **{f"R@{k}": round(100 * recall[k] / n, 1) for k in ks},
-                           "p50_ms": round(percentile(times, 50), 1)})
+                           "p50_ms": round(percentile(times, 50), 1),
+                           **({"stage_ms_mean": {k: round(v, 2) for k, v in stages.items()},
+                               "same_chunks_as_first": same} if args.stages else {})})
         print(line, flush=True)
         if args.out:
             with args.out.open("a") as f:

@@ -83,7 +83,8 @@ class TigragSettings:
 
     gamma: int = 20                 # expanded tokens kept from PPR (not in the paper)
     damping: float = 0.5            # PPR continuation probability (not in the paper)
-    tolerance: float = 1e-4         # PPR stops when the L1 change is below this
+    # PPR stops when the L1 change is below this (push: ε = tolerance × 1e-4); the paper gives none.
+    tolerance: float = 1e-3         # tigrag-paper: 1e-4 (docs/BENCHMARKS.md, "The PPR's tolerance")
     max_iterations: int = 100
     threshold: float = 0.8          # th_rho, cumulative-mass pool cut-off
     max_pool: int = 300             # cap on the pool (the paper has none; see below)
@@ -172,7 +173,7 @@ class TigragSettings:
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
-PAPER = TigragSettings(graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
+PAPER = TigragSettings(tolerance=1e-4, graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
                        link_titles=False, link_entities=False, title_weight=0.0, hop_remainder="off",
                        text_titles=False, context_weight=0.0, bridge_limit=0, hop_normalise=False)
 PRESETS: dict[str, TigragSettings] = {
