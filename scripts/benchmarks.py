@@ -433,6 +433,26 @@ def heldout_section() -> list[str]:
     return out
 
 
+def tolerance_section() -> list[str]:
+    """Issue 45: tigrag's PPR tolerance, recall and time (runs.json, run ``ppr_tolerance``)."""
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    run = runs.get("ppr_tolerance")
+    if not run:
+        return []
+    out = ["## The PPR's tolerance (issue 45)", "", "```", *run["commands"], "```", "",
+           run["intro"], "",
+           "| set | tolerance | R@2 | R@5 | R@10 | R@20 | same top 20 as at 1e-4 | expansion ms | p50 ms |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for row in run["rows"]:
+        timed = [r for r in row["runs"] if "expand" in r]
+        expand = " / ".join(f"{r['expand']:.1f}" for r in timed) or "–"
+        p50 = " / ".join(f"{r['p50']:.1f}" for r in timed) or "–"
+        out.append(f"| {row['set']} | {row['tolerance']:.0e} | {row['R@2']} | {row['R@5']} | {row['R@10']} "
+                   f"| {row['R@20']} | {row['same']} of {row['questions']} | {expand} | {p50} |")
+    out += ["", *[line for note in run["notes"] for line in (note, "")]]
+    return out
+
+
 def levers_section() -> list[str]:
     """Issue 37: what each candidate lever buys tigrag on the 111 questions."""
     path = OUT / "tigrag_levers.jsonl"
@@ -607,7 +627,8 @@ def render() -> str:
                 "second hop (no encoding at all) still leaves `tigrag` at 2.2 × dense's p50, with the "
                 "one-hop recall (59.2 / 68.9): the expansion (PPR, 25 ms) and the question's own "
                 "embedding (13 ms) are most of the rest.", ""]
-    out += levers_section() + musique_section() + heldout_section() + oracle_musique_section() + cirag_oracle_section()
+    out += (levers_section() + musique_section() + heldout_section() + tolerance_section()
+            + oracle_musique_section() + cirag_oracle_section())
     if queries:
         def ratio(method: str) -> float:
             return float(queries["methods"][method]["p50_to_dense"])
