@@ -273,6 +273,13 @@ def cirag_oracle_section() -> list[str]:
             "Not tried: ranking triples with their document's title (a stored-embedding change).", ""]
 
 
+def by_hops_rows(methods: dict, hops: list[str]) -> list[str]:
+    """A table row a method: its R@5 (R@2) for each question type in ``hops``."""
+    return [f"| {method} | " + " | ".join(
+        f"{m['recall_by_type'][t]['recall@5']:.1f} ({m['recall_by_type'][t]['recall@2']:.1f})" for t in hops) + " |"
+        for method, m in methods.items()]
+
+
 def musique_section() -> list[str]:
     """Issue 44: MuSiQue beside 2Wiki, per hop, and the chain levers on both (runs.json)."""
     runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
@@ -307,10 +314,7 @@ def musique_section() -> list[str]:
         out.append(f"| {method} | " + " | ".join(cells) + " |")
     out += ["", "By hops on MuSiQue (the questions' `type`; R@5, and R@2 in brackets):", "",
             "| method | " + " | ".join(run44["hops"]) + " |", "|---|" + "---|" * len(run44["hops"])]
-    for method, m in run44["eval"]["musique"].items():
-        by_type = m["recall_by_type"]
-        out.append(f"| {method} | " + " | ".join(
-            f"{by_type[t]['recall@5']:.1f} ({by_type[t]['recall@2']:.1f})" for t in run44["hops"]) + " |")
+    out += by_hops_rows(run44["eval"]["musique"], run44["hops"])
     q = run44["queries"]
     out += ["", "One `pgrag bench queries` run per benchmark (`--methods dense,tigrag,tigrag-paper`, the methods "
             "taking turns on each question): " + "; ".join(
@@ -399,9 +403,7 @@ def heldout_section() -> list[str]:
     out += ["", "By hops on these MuSiQue questions (R@5, and R@2 in brackets):", "",
             "| method | " + " | ".join(f"{t} ({by_type['tigrag'][t]['questions']} questions)" for t in hops) + " |",
             "|---|" + "---|" * len(hops)]
-    for method, types in by_type.items():
-        out.append(f"| {method} | " + " | ".join(
-            f"{types[t]['recall@5']:.1f} ({types[t]['recall@2']:.1f})" for t in hops) + " |")
+    out += by_hops_rows(ev["musique"], hops)
     out += ["", "Issue 44's levers on these questions (`scripts/tune_tigrag.py --bench heldout/<set>` with the "
             "options of the row; paired: " + run["paired"] + "):", "",
             "| set | tigrag | options | R@2 | R@5 | R@10 | R@20 | paired R@2 | paired R@5 |",
