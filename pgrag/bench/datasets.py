@@ -128,6 +128,8 @@ def _musique(raw: dict[str, Any], corpus: _Corpus) -> dict[str, Any]:
     by_idx: dict[Any, tuple[str, int]] = {}
     gold: list[str] = []
     for p in paragraphs:
+        if not isinstance(p, dict):
+            raise InputError(f"question {qid}: a paragraph is not a JSON object")
         title, text = _text(p, "title", qid), _text(p, "paragraph_text", qid)
         by_idx[p.get("idx")] = (title.strip(), corpus.add(title, text))
         if p.get("is_supporting") and title.strip() not in gold:
@@ -139,7 +141,8 @@ def _musique(raw: dict[str, Any], corpus: _Corpus) -> dict[str, Any]:
         title, index = by_idx.get(step.get("paragraph_support_idx"), ("", -1))
         steps.append({"question": step.get("question", ""), "answer": step.get("answer", ""),
                       "title": title, "corpus_index": index})
-    return {"id": qid, "type": qid.split("__", 1)[0].rstrip("0123456789") or qid.split("__", 1)[0],
+    prefix = qid.split("__", 1)[0]
+    return {"id": qid, "type": prefix.rstrip("0123456789") or prefix,
             "question": _text(raw, "question", qid), "answer": _text(raw, "answer", qid),
             "answer_aliases": [a for a in raw.get("answer_aliases") or [] if isinstance(a, str)],
             "supporting_titles": gold, "question_decomposition": steps}
@@ -158,14 +161,21 @@ def _with_context(raw: dict[str, Any], corpus: _Corpus) -> dict[str, Any]:
     if not isinstance(context, list) or not context:
         raise InputError(f"question {qid}: no 'context'")
     titles = set()
-    for title, sentences in context:
+    for entry in context:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list)):
+            raise InputError(f"question {qid}: a context entry is not [title, [sentence, ...]]")
+        title, sentences = entry
         corpus.add(title, "".join(_sentences(sentences)))
         titles.add(title.strip())
     facts = raw.get("supporting_facts")
     if isinstance(facts, dict):
         facts = list(zip(facts.get("title", []), facts.get("sent_id", [])))
     gold: list[str] = []
-    for title, _ in facts or []:
+    for fact in facts or []:
+        title = fact[0] if isinstance(fact, (list, tuple)) and fact and isinstance(fact[0], str) else None
+        if title is None:
+            raise InputError(f"question {qid}: a supporting fact is not [title, sentence index]")
         if title.strip() not in gold:
             gold.append(title.strip())
     if not gold:

@@ -66,10 +66,22 @@ def test_hotpotqa_and_2wiki_context():
     ({**MUSIQUE[0], "paragraphs": [{"idx": 0, "title": "X", "paragraph_text": "x", "is_supporting": False}]},
      "2hop__1_2: no supporting paragraph"),
     ({**MUSIQUE[0], "question": " "}, "'question' must be a non-empty string"),
+    ({**MUSIQUE[0], "paragraphs": ["X"]}, "2hop__1_2: a paragraph is not a JSON object"),
 ])
 def test_a_bad_musique_question_is_named(record, message):
     with pytest.raises(InputError, match=message):
         datasets.convert([record], "musique")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"context": [["A", "a."]]}, "a context entry is not"),
+    ({"supporting_facts": ["A"]}, "a supporting fact is not"),
+])
+def test_a_malformed_context_question_is_named(change, message):
+    record = {"_id": "h3", "question": "Q?", "answer": "a", "context": [["A", ["a."]]],
+              "supporting_facts": [["A", 0]], **change}
+    with pytest.raises(InputError, match=f"h3: {message}"):
+        datasets.convert([record], "hotpotqa")
 
 
 def test_gold_outside_the_context_is_refused():
