@@ -7,5 +7,6 @@ docs' figures run. The core (ingest, retrieval, the SQL face) never imports it.
 - ``timing``: ``pgrag bench ingest / queries / graph / load / follow``;
 - ``scale``: the corpus grown 1x-20x (``pgrag bench scale``);
 - ``filters``: metadata filters on the eval corpus (``pgrag bench filters``);
-- ``trajectories``: CIRAG runs as fine-tuning records.
+- ``trajectories``: CIRAG runs as fine-tuning records;
+- ``datasets``: published question sets as an eval corpus and questions (``pgrag bench convert``).
 """

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .. import methods as method_registry
+from ..bench.datasets import FORMATS
 from .common import (
     PgragGroup,
     admin_dsn,
@@ -112,7 +113,7 @@ def bench_queries(corpus_file: Path, questions_file: Path, method_names: list[st
 
 @bench.command("convert")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "set_format", type=click.Choice(["musique", "hotpotqa", "2wiki"]), required=True,
+@click.option("--format", "set_format", type=click.Choice(FORMATS), required=True,
               help="The file's layout: MuSiQue's (paragraphs), HotpotQA's or 2WikiMultihopQA's (context).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for corpus.json and questions.jsonl.")
