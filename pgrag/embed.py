@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -103,12 +104,27 @@ class SentenceTransformerEmbedder:
         return out
 
 
-# Texts an ONNX Runtime call encodes at once. Small batches keep a call's
-# activations in the CPU's caches: 256 2Wiki passages on one thread took 7.8 s of
-# CPU in batches of 32 and 6.1 s in batches of 8, and two threads encoding at
-# once 44 s against 17 s, holding 840 MB resident against 390 MB (busy 2-core
-# machine). The vectors do not depend on it (padding is masked).
+# What one ONNX Runtime call encodes: at most SUB_BATCH texts and CALL_TOKENS
+# token positions (the texts times the longest one's tokens, padding included),
+# and at least one text. Small calls keep their activations in the CPU's caches
+# and pad little: on one thread, 400 2Wiki chunks took 23.6-23.9 ms of CPU each
+# in calls of at most 256 positions (mostly one chunk a call) and 27.8-28.2 ms in
+# calls of 8 chunks; 8 short second-hop texts 3.9-4.1 ms each either way, but 5.0-5.5
+# one a call (quiet 2-core machine). Calls of 32 chunks held 840 MB resident
+# against 390 MB for 8. The vectors do not depend on it (padding is masked).
 SUB_BATCH = 8
+CALL_TOKENS = 256
+
+
+def calls(lengths: Sequence[int], most: int = SUB_BATCH, tokens: int = CALL_TOKENS) -> list[slice]:
+    """Consecutive runs of ``lengths`` (token counts, longest first), one model
+    call each: at most ``most`` texts and ``tokens`` positions, at least one text."""
+    out, start = [], 0
+    while start < len(lengths):
+        n = max(1, min(most, tokens // max(1, lengths[start])))
+        out.append(slice(start, min(start + n, len(lengths))))
+        start += n
+    return out
 
 
 class OnnxEmbedder:
@@ -159,13 +175,14 @@ class OnnxEmbedder:
         tokenizer_config = _json(model_dir / "tokenizer_config.json")
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         # tokenizer.json carries its own truncation/padding (MiniLM's: 128, fixed);
-        # sentence-transformers overrides both, so does this.
+        # sentence-transformers truncates at max_seq_length and pads each batch to its
+        # longest text: so does encode, padding each call itself (the calls are cut by length).
         padding = tokenizer.padding or {}
         tokenizer.enable_truncation(max_length=shape.max_length, strategy="longest_first",
                                     direction=str(tokenizer_config.get("truncation_side", "right")))
-        tokenizer.enable_padding(pad_id=int(padding.get("pad_id", 0)), pad_type_id=int(padding.get("pad_type_id", 0)),
-                                 pad_token=str(padding.get("pad_token", "[PAD]")),
-                                 direction=str(tokenizer_config.get("padding_side", "right")))
+        tokenizer.no_padding()
+        self._pad = (int(padding.get("pad_id", 0)), int(padding.get("pad_type_id", 0)))
+        self._pad_left = str(tokenizer_config.get("padding_side", "right")) == "left"
         self._tokenizer = tokenizer
         self._lower = shape.do_lower_case
         self.name = name
@@ -180,23 +197,33 @@ class OnnxEmbedder:
         self._lock: Any = contextlib.nullcontext() if threads == 1 else threading.Lock()
 
     def encode(self, texts: list[str], *, batch_size: int = SUB_BATCH) -> np.ndarray:
+        """Normalised float32 rows; ``batch_size``: the most texts one model call takes."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        # Longest first, as sentence-transformers sorts: each batch pads to about one length.
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        encodings = self._tokenizer.encode_batch([t.lower() if self._lower else t for t in texts])
+        # Longest first, as sentence-transformers sorts: each call pads to about one length.
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         with self._lock:
-            for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
-                batch = [texts[i].lower() if self._lower else texts[i] for i in rows]
-                encodings = self._tokenizer.encode_batch(batch)
-                ids = np.array([e.ids for e in encodings], dtype=np.int64)
-                feed = {"input_ids": ids,
-                        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
-                if "token_type_ids" in self._inputs:
-                    feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
-                out[rows] = self._session.run(None, feed)[0]
+            for run in calls([len(encodings[i].ids) for i in order], batch_size):
+                rows = order[run]
+                out[rows] = self._session.run(None, self._feed([encodings[i] for i in rows]))[0]
         return out
+
+    def _feed(self, encodings: list[Any]) -> dict[str, np.ndarray]:
+        """The model's inputs for one call: the texts padded to the longest."""
+        longest = max(len(e.ids) for e in encodings)
+        pad_id, pad_type = self._pad
+        ids = np.full((len(encodings), longest), pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.full_like(ids, pad_type)
+        for row, e in enumerate(encodings):
+            cols = slice(longest - len(e.ids), longest) if self._pad_left else slice(0, len(e.ids))
+            ids[row, cols], mask[row, cols], types[row, cols] = e.ids, e.attention_mask, e.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = types
+        return feed
 
 
 def _json(path: Path) -> dict:

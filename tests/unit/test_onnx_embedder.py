@@ -13,7 +13,7 @@ import pytest
 
 from pgrag import config, onnx_export
 from pgrag.config import DEFAULT_EMBEDDING_MODEL
-from pgrag.embed import OnnxEmbedder, SentenceTransformerEmbedder, _embedder, _model_path, get_embedder
+from pgrag.embed import OnnxEmbedder, SentenceTransformerEmbedder, _embedder, _model_path, calls, get_embedder
 from pgrag.exceptions import ConfigError
 
 DATA = Path(__file__).resolve().parents[2] / "pgrag" / "data"
@@ -85,6 +85,41 @@ def test_the_tokenizer_cuts_and_pads_as_sentence_transformers_does(torch_model, 
         ours = onnx_model._tokenizer.encode_batch([text])[0].ids
         assert ours == theirs
     assert len(onnx_model._tokenizer.encode_batch(["word " * 600])[0].ids) == onnx_model.max_length == 256
+
+
+def test_calls_hold_at_most_eight_texts_and_256_positions():
+    # token counts, longest first: a full chunk alone, then as many as fit, never none
+    lengths = [300, 256, 128, 128, 100, 64, 64, 64, 20] + [10] * 9
+    runs = calls(lengths)
+    assert [(r.start, r.stop) for r in runs] == [(0, 1), (1, 2), (2, 4), (4, 6), (6, 10), (10, 18)]
+    assert calls([]) == []
+    assert [(r.start, r.stop) for r in calls([5] * 5, most=2)] == [(0, 2), (2, 4), (4, 5)]
+
+
+class _Recording:
+    """The real session, noting each call's input shape."""
+
+    def __init__(self, session) -> None:
+        self.session, self.shapes = session, []
+
+    def run(self, names, feed):
+        self.shapes.append(feed["input_ids"].shape)
+        return self.session.run(names, feed)
+
+
+def test_encode_cuts_its_calls_by_length_and_the_vectors_stay(torch_model, bench_2wiki, monkeypatch):
+    model = OnnxEmbedder(DEFAULT_EMBEDDING_MODEL, MODEL_DIR)
+    recording = _Recording(model._session)
+    monkeypatch.setattr(model, "_session", recording)
+    passages = [p["title"] + "\n" + p["text"] for p in json.loads((bench_2wiki / "corpus.json").read_text())[:40]]
+    questions = [json.loads(line)["question"] for line in (bench_2wiki / "questions.jsonl").read_text().splitlines()]
+    texts = passages + questions[:20]
+    vectors = model.encode(texts)
+    assert sum(rows for rows, _ in recording.shapes) == len(texts)
+    assert all(rows <= 8 and (rows == 1 or rows * width <= 256) for rows, width in recording.shapes)
+    assert any(width == 256 for _, width in recording.shapes)        # a passage past 256 tokens, alone
+    assert any(rows == 8 for rows, _ in recording.shapes)            # questions share a call
+    assert_same_vectors(torch_model.encode(texts), vectors)
 
 
 def _copy_export(onnx_model: OnnxEmbedder, cache: Path) -> Path:
