@@ -107,6 +107,8 @@ class Chunk(Base):
         ForeignKeyConstraint(
             ["corpus_id", "document_id"], ["pgrag.document.corpus_id", "pgrag.document.document_id"],
             ondelete="CASCADE"),
+        # BM25 in SQL reads the lengths from here, not from the wide rows (migration 0014)
+        Index("chunk_length_idx", "corpus_id", "chunk_id", postgresql_include=["n_tokens"]),
     )
 
     corpus_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
