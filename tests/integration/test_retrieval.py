@@ -190,6 +190,23 @@ def test_dense_uses_the_corpus_hnsw_index(kb, database_uri):
     assert any(f"chunk_embedding_hnsw_{kb.id}" in line[0] for line in plan), plan
 
 
+def test_bm25_reads_the_chunk_lengths_from_their_index(kb, database_uri):
+    """pgrag.bm25 needs every chunk's length (N, the mean) and each posting's:
+    chunk_length_idx holds them beside the key, so no wide chunk row is read."""
+    plans: list[str] = []
+    with psycopg.connect(database_uri, autocommit=True) as conn:
+        conn.execute("VACUUM pgrag.chunk")   # index-only once the pages are all-visible
+        conn.execute("LOAD 'auto_explain'")
+        for setting in ("auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
+                        "auto_explain.log_level = notice", "enable_seqscan = off"):   # planned as on a large corpus
+            conn.execute(f"SET {setting}")
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        hits = conn.execute("SELECT chunk_id FROM pgrag.bm25('wiki', 'Lothair mother Ermengarde', 3)").fetchall()
+    scoring = [plan for plan in plans if "pgrag.chunk_token" in plan]
+    assert hits and len(scoring) == 1
+    assert scoring[0].count("Index Only Scan using chunk_length_idx on chunk") == 2, scoring[0]
+
+
 @pytest.mark.slow  # ingests enough documents to pass the HNSW default
 def test_dense_returns_more_than_the_hnsw_default_of_40(db):
     from pgrag.demo import sample_documents
