@@ -20,11 +20,13 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import contextvars
 import functools
 import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,19 +149,25 @@ class Client:
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON reply of ``method path``; runtime errors as pgrag's exceptions."""
         payload = json.dumps(body).encode("utf-8") if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if self.target.api_key:
+            headers["Authorization"] = f"Bearer {self.target.api_key}"
+        began = _began.get()
+        if began is not None and self.target.socket is not None:
+            headers[BEGAN_HEADER] = repr(began)
         wait = _waiter_here()
         if wait is None:
-            return self._request(method, path, payload)
-        return wait(lambda: self._request(method, path, payload))
+            return self._request(method, path, payload, headers)
+        return wait(lambda: self._request(method, path, payload, headers))
 
-    def _request(self, method: str, path: str, payload: bytes | None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, payload: bytes | None, headers: dict[str, str]) -> dict[str, Any]:
         import http.client
 
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         reused = conn is not None
         try:
-            conn, status, data = self._send(conn, method, path, payload)
+            conn, status, data = self._send(conn, method, path, payload, headers)
         except _Unreachable as exc:
             raise self._unavailable(exc.__cause__ or exc, connecting=True) from None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
@@ -168,7 +176,7 @@ class Client:
             # A kept connection the runtime closed while idle (e.g. a restart):
             # embeddings are pure, so one fresh attempt is safe.
             try:
-                conn, status, data = self._send(None, method, path, payload)
+                conn, status, data = self._send(None, method, path, payload, headers)
             except _Unreachable as again:
                 raise self._unavailable(again.__cause__ or again, connecting=True) from None
             except (ConnectionError, http.client.HTTPException, OSError) as again:
@@ -178,7 +186,7 @@ class Client:
         return _reply(self.target, status, data)
 
     def _send(self, conn: http.client.HTTPConnection | None, method: str, path: str,
-              payload: bytes | None) -> tuple[http.client.HTTPConnection, int, bytes]:
+              payload: bytes | None, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, int, bytes]:
         if conn is None:
             conn = self._connect()
             try:
@@ -186,9 +194,6 @@ class Client:
             except OSError as exc:
                 conn.close()
                 raise _Unreachable() from exc
-        headers = {"Content-Type": "application/json"}
-        if self.target.api_key:
-            headers["Authorization"] = f"Bearer {self.target.api_key}"
         url = path if self.target.socket is not None else _url_path(self.target.url or "") + path
         try:
             conn.request(method, url, body=payload, headers=headers)
@@ -252,6 +257,28 @@ def _reply(target: Endpoint, status: int, data: bytes) -> dict[str, Any]:
     raise ModelRuntimeUnavailable(text)
 
 
+# When the request this context serves began (time.time()), or None outside one.
+_began: contextvars.ContextVar[float | None] = contextvars.ContextVar("pgrag_request_began", default=None)
+BEGAN_HEADER = "X-Pgrag-Request-Began"
+
+
+@contextlib.contextmanager
+def one_request() -> Iterator[None]:
+    """Mark the runtime calls of the block as one request's, begun now. pgrag's
+    runtime serves the texts of the request that began first first, so that a
+    multi-hop question's second hop does not queue behind the questions that
+    arrived while its first hop ran (pgrag.model_service.Batcher). A block
+    inside another keeps the outer request's start."""
+    if _began.get() is not None:
+        yield
+        return
+    token = _began.set(time.time())
+    try:
+        yield
+    finally:
+        _began.reset(token)
+
+
 # (thread, wait): a waiter runs plpy, which only the thread that registered it may touch
 _waiter: list[tuple[int, Callable[[Callable[[], Any]], Any]]] = []
 
@@ -287,7 +314,9 @@ def background(work: Callable[[], T]) -> Callable[[], T]:
         except BaseException as exc:  # handed to the caller by result()
             done["error"] = exc
 
-    thread = threading.Thread(target=run, name="pgrag-model-call", daemon=True)
+    # in this context: the thread's calls belong to the caller's request (one_request)
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name="pgrag-model-call", daemon=True)
     thread.start()
 
     def result() -> T:

@@ -22,7 +22,10 @@ import asyncio
 import base64
 import contextlib
 import grp
+import heapq
+import itertools
 import logging
+import math
 import os
 import pwd
 import signal
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config, process
-from .model_client import MAX_CHARS, MAX_INPUTS, model_key
+from .model_client import BEGAN_HEADER, MAX_CHARS, MAX_INPUTS, model_key
 
 log = logging.getLogger("pgrag.models")
 
@@ -48,6 +51,7 @@ MAX_PARSE_CHARS = 2_000_000  # per text for spaCy (pgrag.text cuts paragraphs at
 @dataclass
 class Stats:
     requests: int = 0
+    dated: int = 0      # requests that said when their caller's request began (one_request)
     texts: int = 0
     batches: int = 0
     largest_batch: int = 0
@@ -56,10 +60,16 @@ class Stats:
     cached: int = 0     # texts answered from the VectorCache
     started: float = field(default_factory=time.time)
 
+    def count(self, texts: list[str], began: float | None) -> None:
+        self.requests += 1
+        self.dated += began is not None
+        self.texts += len(texts)
+
 
 DEFAULT_TORCH_WINDOW = 0.002   # seconds a text waits for company when the model runs on torch
 SHORT_TEXT = 400   # characters: a batch whose texts are all this short is dealt round-robin (_split)
 MIN_SPLIT = 4   # texts: a batch is split among idle workers only into parts this large
+MAX_AGE = 60.0   # seconds: how far back a request's claimed start counts (Batcher.run)
 
 
 def _split(live: list[tuple[Any, Any]], parts: int) -> list[list[tuple[Any, Any]]]:
@@ -113,45 +123,63 @@ class VectorCache:
 
 
 class Batcher:
-    """Runs ``work`` on batches of the texts of requests that arrive together:
-    the first text waits at most ``window`` seconds for company, a batch holds at
-    most ``max_batch`` texts, and at most ``workers`` model calls run at once
-    (on ``executor``). A batch that finds several workers idle is split among
-    them, so one request's texts use every core."""
+    """Runs ``work`` on batches of queued texts, the oldest request's first: a
+    batch holds at most ``max_batch`` texts, the first text waits at most
+    ``window`` seconds for company, and at most ``workers`` model calls run at
+    once (on ``executor``). A batch that finds several workers idle is split
+    among them, so one request's texts use every core.
+
+    ``mix``: whether one batch may hold several requests' texts. On torch it
+    should (a call's overhead is what batching saves); on ONNX Runtime a text
+    costs the same alone or batched, and a question that joined another
+    request's batch would wait for all of that batch's texts."""
 
     def __init__(self, work: Callable[[list[Any]], list[Any]], executor: ThreadPoolExecutor, stats: Stats, *,
-                 window: float, max_batch: int, workers: int = 1) -> None:
+                 window: float, max_batch: int, workers: int = 1, mix: bool = True) -> None:
         self.work, self.executor, self.stats = work, executor, stats
-        self.window, self.max_batch, self.workers = window, max_batch, max(1, workers)
-        self.queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] = asyncio.Queue()
+        self.window, self.max_batch, self.workers, self.mix = window, max_batch, max(1, workers), mix
+        # (when its request began, its request, arrival, item, future): a heap, the oldest request first
+        self.queue: list[tuple[float, int, int, Any, asyncio.Future[Any]]] = []
+        self.queued = asyncio.Event()
+        self.numbers = itertools.count()
         self.task: asyncio.Task[None] | None = None
         self.calls: set[asyncio.Task[None]] = set()
 
-    async def run(self, items: list[Any]) -> list[Any]:
+    async def run(self, items: list[Any], began: float | None = None) -> list[Any]:
+        """The results of ``items``. ``began``: when the request they belong to
+        began (time.time(), pgrag.model_client.one_request); their texts go
+        before those of requests that began later, so a multi-hop question's
+        second hop is not queued behind the questions that arrived meanwhile.
+        Without it the request begins now (first come, first served)."""
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._loop())
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in items]
+        now = time.time()
+        # a claimed start is at most MAX_AGE back: no caller goes ahead for ever
+        key, request = now if began is None else min(now, max(began, now - MAX_AGE)), next(self.numbers)
         # Longest first: a large request (an ingest batch) then fills each model
         # call with texts of about one length, as an in-process encode sorts them,
         # instead of padding short texts to a long one's length.
         order = sorted(range(len(items)), key=lambda i: -len(items[i])) if len(items) > 1 else range(len(items))
         for i in order:
-            self.queue.put_nowait((items[i], futures[i]))
+            heapq.heappush(self.queue, (key, request, next(self.numbers), items[i], futures[i]))
         self.stats.queued += len(items)
+        self.queued.set()
         return list(await asyncio.gather(*futures))
 
     async def _loop(self) -> None:
         slots = asyncio.Semaphore(self.workers)
         while True:
-            batch = [await self.queue.get()]
-            # Wait for a free worker before taking more: while all are busy the
-            # queue grows, and the next call gets a larger batch.
+            # A free worker first, then the queue's head: while all are busy the
+            # queue grows and keeps its order, and the next call gets a larger batch.
             await slots.acquire()
-            if self.window > 0 and self.queue.qsize() < self.max_batch - 1:
+            while not self.queue:
+                self.queued.clear()
+                await self.queued.wait()
+            if self.window > 0 and len(self.queue) < self.max_batch:
                 await asyncio.sleep(self.window)   # company arriving now shares the model call
-            while len(batch) < self.max_batch and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
+            batch = self._take()
             live = [(item, f) for item, f in batch if not f.cancelled()]
             self.stats.queued -= len(batch)
             if not live:
@@ -167,6 +195,16 @@ class Batcher:
                 task = asyncio.get_running_loop().create_task(self._call(part, slots))
                 self.calls.add(task)   # held until done: the loop keeps only weak references
                 task.add_done_callback(self.calls.discard)
+
+    def _take(self) -> list[tuple[Any, asyncio.Future[Any]]]:
+        """The next batch from the queue's head: its request's texts, and others'
+        too where requests mix."""
+        request = self.queue[0][1]
+        batch: list[tuple[Any, asyncio.Future[Any]]] = []
+        while self.queue and len(batch) < self.max_batch and (self.mix or self.queue[0][1] == request):
+            _, _, _, item, future = heapq.heappop(self.queue)
+            batch.append((item, future))
+        return batch
 
     async def _call(self, live: list[tuple[Any, asyncio.Future[Any]]], slots: asyncio.Semaphore) -> None:
         try:
@@ -214,19 +252,19 @@ class Models:
         self.executor = ThreadPoolExecutor(max_workers=self.workers + (1 if self.workers > 1 else 0),
                                            thread_name_prefix="pgrag-model")
         self.embeddings = Batcher(self._encode, self.executor, self.stats, window=window, max_batch=max_batch,
-                                  workers=self.workers)
+                                  workers=self.workers, mix=not onnx)
         self.parsers: dict[tuple[str, bool], Batcher] = {}
         self.window, self.max_batch = window, max_batch
         self.cache = VectorCache(config.embedding_cache_size())
 
-    async def embed(self, texts: list[str]) -> list[Any]:
+    async def embed(self, texts: list[str], began: float | None = None) -> list[Any]:
         """The vectors of ``texts``: from the cache where it holds them, the rest
-        from the model in one batch."""
+        from the model in one batch (``began``: Batcher.run)."""
         out = [self.cache.get(t) for t in texts]
         missing = [i for i, v in enumerate(out) if v is None]
         self.stats.cached += len(texts) - len(missing)
         if missing:
-            for i, vector in zip(missing, await self.embeddings.run([texts[i] for i in missing])):
+            for i, vector in zip(missing, await self.embeddings.run([texts[i] for i in missing], began)):
                 out[i] = vector
                 self.cache.put(texts[i], vector)
         return out
@@ -252,7 +290,8 @@ class Models:
                 "backend": getattr(self.embedder, "backend", "torch"),
                 "pid": os.getpid(), "threads": getattr(self.embedder, "threads", config.torch_threads()),
                 "workers": self.workers, "uptime_s": round(time.time() - s.started, 1),
-                "requests": s.requests, "texts": s.texts, "batches": s.batches, "largest_batch": s.largest_batch,
+                "requests": s.requests, "dated_requests": s.dated, "texts": s.texts, "batches": s.batches,
+                "largest_batch": s.largest_batch,
                 "queue": s.queued, "errors": s.errors, "window_ms": self.window * 1000, "max_batch": self.max_batch,
                 "cache": {"size": self.cache.size, "held": len(self.cache.items), "hits": s.cached},
                 "spacy_models": sorted({m for m, _ in self.parsers})}
@@ -287,6 +326,15 @@ async def _body(request: Any) -> dict[str, Any] | Any:
     return body
 
 
+def _began(request: Any) -> float | None:
+    """When the caller's request began (pgrag.model_client.one_request), if it says."""
+    try:
+        value = float(request.headers.get(BEGAN_HEADER, ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _inputs(body: dict[str, Any], limit: int) -> list[str] | Any:
     texts = body.get("input")
     if isinstance(texts, str):
@@ -316,9 +364,9 @@ def create_app(models: Models) -> Any:
         texts = _inputs(body, MAX_CHARS)
         if not isinstance(texts, list):
             return texts
-        models.stats.requests += 1
-        models.stats.texts += len(texts)
-        vectors = await models.embed(texts)
+        began = _began(request)
+        models.stats.count(texts, began)
+        vectors = await models.embed(texts, began)
         as_base64 = body.get("encoding_format") == "base64"
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") if as_base64 else v.tolist()}
@@ -335,10 +383,10 @@ def create_app(models: Models) -> Any:
         if not isinstance(texts, list):
             return texts
         model = str(body.get("model") or config.DEFAULT_SPACY_MODEL)
-        models.stats.requests += 1
-        models.stats.texts += len(texts)
+        began = _began(request)
+        models.stats.count(texts, began)
         try:
-            parsed = await models.parser(model, bool(body.get("sentences", True))).run(texts)
+            parsed = await models.parser(model, bool(body.get("sentences", True))).run(texts, began)
         except Exception as exc:  # a missing spaCy model: the caller's error, said plainly
             return _error(400, str(exc))
         data = [{"index": i, "sentences": p.sentences,

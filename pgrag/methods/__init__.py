@@ -145,7 +145,10 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
         from ..filters import scope
 
         ctx = dataclasses.replace(ctx, scope=scope(ctx.db, ctx.id, checked))
-    hits = spec.run(ctx, question, k, settings)
+    from ..model_client import one_request
+
+    with one_request():   # the runtime serves this question's hops before later questions'
+        hits = spec.run(ctx, question, k, settings)
     if ctx.scope is not None:
         hits.trace.steps.insert(0, {"step": "filter", "filter": dict(ctx.scope.filter.spec),
                                     "documents": len(ctx.scope.documents)})

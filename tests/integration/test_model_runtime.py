@@ -203,6 +203,22 @@ def test_a_benchmark_runs_with_the_cache_off_and_sets_it_back(runtime, database_
         model_client.client(target).request("POST", "/pgrag/v1/cache", {"size": -1})
 
 
+def test_a_retrieval_tells_the_runtime_when_its_question_began(runtime, kb, database_uri):
+    """Every runtime call of pgrag.retrieve carries its question's start
+    (model_client.one_request), so that the runtime serves a second hop before
+    the questions that arrived after it; pgrag.embed, outside a retrieval, does not."""
+    with _shared(database_uri, runtime) as conn:
+        before = wait_healthy(runtime)
+        _retrieve(conn, "tigrag", "Who was the mother of the King of Lotharingia?")
+        middle = wait_healthy(runtime)
+        conn.execute("SELECT pgrag.embed('runtime', 'a text embedded on its own')").fetchone()
+        after = wait_healthy(runtime)
+    calls = middle["requests"] - before["requests"]
+    assert calls >= 2   # the question, then its second hop
+    assert middle["dated_requests"] - before["dated_requests"] == calls
+    assert after["requests"] - middle["requests"] == 1 and after["dated_requests"] == middle["dated_requests"]
+
+
 def test_tigrag_encodes_in_the_runtime_while_its_hop_ranks(runtime, kb, monkeypatch):
     """Through a runtime, each of tigrag's encodings is still under way when the
     hop that needs its vectors pools its candidates: the two overlap. Each

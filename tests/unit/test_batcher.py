@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pgrag.model_service import MIN_SPLIT, SHORT_TEXT, Batcher, Stats
+from pgrag.model_service import MAX_AGE, MIN_SPLIT, SHORT_TEXT, Batcher, Stats
 
 
 class Recorder:
@@ -85,3 +85,65 @@ def test_many_requests_never_run_more_calls_than_workers_and_share_calls():
     assert answers == [[t.upper() for t in r] for r in requests]
     assert work.most == 2
     assert len(work.calls) < len(requests)   # requests waiting for a worker shared its next call
+
+
+def calls_after_a_blocker(late: list[str], early: list[str], *, began: bool, mix: bool,
+                          starts: tuple[float, float] | None = None) -> list[list[str]]:
+    """One worker busy on a blocker while request ``late`` and then request
+    ``early`` queue (``began``: early says it began a second before late;
+    ``starts``: what each says instead); the calls the worker made after the
+    blocker, in order."""
+    gate = threading.Event()
+    calls: list[list[str]] = []
+
+    def work(items: list[str]) -> list[str]:
+        calls.append(list(items))
+        if items == ["blocker"]:
+            gate.wait(5)
+        return items
+
+    async def main() -> None:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            batcher = Batcher(work, pool, Stats(), window=0.0, max_batch=64, workers=1, mix=mix)
+            blocker = asyncio.ensure_future(batcher.run(["blocker"]))
+            while not calls:
+                await asyncio.sleep(0.001)
+            now = time.time()
+            said = starts or ((now, now - 1) if began else (None, None))
+            queued = [asyncio.ensure_future(batcher.run(late, began=said[0]))]
+            await asyncio.sleep(0.005)   # late arrives first
+            queued.append(asyncio.ensure_future(batcher.run(early, began=said[1])))
+            await asyncio.sleep(0.02)   # both wait behind the blocker
+            gate.set()
+            assert await asyncio.gather(*queued) == [late, early]
+            await blocker
+
+    asyncio.run(main())
+    return calls[1:]
+
+
+QUESTION = ["a question that came later"]
+SECOND_HOP = ["hop text one", "hop text two", "hop text six"]
+
+
+def test_the_request_that_began_first_is_served_first_alone():
+    """On ONNX Runtime requests do not mix: the earlier request's second hop
+    gets a call of its own before the question that arrived ahead of it."""
+    assert calls_after_a_blocker(QUESTION, SECOND_HOP, began=True, mix=False) == [SECOND_HOP, QUESTION]
+
+
+def test_mixed_requests_share_a_call_the_earlier_ones_texts_first():
+    assert calls_after_a_blocker(QUESTION, SECOND_HOP, began=True, mix=True) == [SECOND_HOP + QUESTION]
+
+
+def test_without_a_start_requests_are_served_as_they_arrive():
+    assert calls_after_a_blocker(QUESTION, SECOND_HOP, began=False, mix=False) == [QUESTION, SECOND_HOP]
+
+
+def test_a_claimed_start_counts_at_most_max_age_back():
+    """A request that began more than MAX_AGE ago and one that claims to have
+    begun in 1970 both count as MAX_AGE before they arrived: the one that
+    arrived first goes first, and no caller can jump the queue for ever."""
+    now = time.time()
+    assert calls_after_a_blocker(["began 61 s ago"], ["claims 1970"], began=False, mix=False,
+                                 starts=(now - MAX_AGE - 1, 0.0)) == [["began 61 s ago"], ["claims 1970"]]
