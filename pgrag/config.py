@@ -317,7 +317,7 @@ class Settings:
 
 def embedding_cache_size() -> int:
     """``PGRAG_EMBEDDING_CACHE``: how many short texts' vectors the model runtime
-    keeps (pgrag.model_service.VectorCache), 4096 by default; 0 keeps none."""
+    keeps (pgrag.model_queue.VectorCache), 4096 by default; 0 keeps none."""
     raw = (os.environ.get("PGRAG_EMBEDDING_CACHE") or "").strip()
     if raw == "0":
         return 0

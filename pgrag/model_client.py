@@ -267,7 +267,7 @@ def one_request() -> Iterator[None]:
     """Mark the runtime calls of the block as one request's, begun now. pgrag's
     runtime serves the texts of the request that began first first, so that a
     multi-hop question's second hop does not queue behind the questions that
-    arrived while its first hop ran (pgrag.model_service.Batcher). A block
+    arrived while its first hop ran (pgrag.model_queue.Batcher). A block
     inside another keeps the outer request's start."""
     if _began.get() is not None:
         yield

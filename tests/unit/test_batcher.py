@@ -1,4 +1,4 @@
-"""The model runtime's Batcher (pgrag.model_service): requests that arrive
+"""The model runtime's Batcher (pgrag.model_queue): requests that arrive
 together share a model call, at most ``workers`` calls run at once, and a
 batch that finds workers idle is split among them. A real thread pool runs a
 work function that records each call."""
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pgrag.model_service import MAX_AGE, MIN_SPLIT, SHORT_TEXT, Batcher, Stats
+from pgrag.model_queue import MAX_AGE, MIN_SPLIT, SHORT_TEXT, Batcher, Stats
 
 
 class Recorder:

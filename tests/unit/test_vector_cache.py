@@ -1,4 +1,4 @@
-"""The model runtime's cache of short texts' vectors (model_service.VectorCache)."""
+"""The model runtime's cache of short texts' vectors (model_queue.VectorCache)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from pgrag import config
 from pgrag.exceptions import ConfigError
-from pgrag.model_service import CACHED_CHARS, VectorCache
+from pgrag.model_queue import CACHED_CHARS, VectorCache
 
 
 def test_the_least_recently_used_text_goes_first():

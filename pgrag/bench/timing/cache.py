@@ -1,4 +1,4 @@
-"""The model runtime's vector cache during a benchmark (model_service.VectorCache).
+"""The model runtime's vector cache during a benchmark (model_queue.VectorCache).
 
 A benchmark times the model: the same question asked by several methods in
 turn, through Python then SQL, or again by the next round of clients, would
