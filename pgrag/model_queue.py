@@ -123,7 +123,8 @@ class Batcher:
         futures = [loop.create_future() for _ in items]
         now = time.time()
         # a claimed start is at most MAX_AGE back: no caller goes ahead for ever
-        key, request = now if began is None else min(now, max(began, now - MAX_AGE)), next(self.numbers)
+        key = now if began is None else min(now, max(began, now - MAX_AGE))
+        request = next(self.numbers)
         # Longest first: a large request (an ingest batch) then fills each model
         # call with texts of about one length, as an in-process encode sorts them,
         # instead of padding short texts to a long one's length.
