@@ -38,13 +38,19 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   passages like it, and the hop encodes half the texts.
 - bridges by their sentence's share of the question (issue 44), and each hop's
   scores over its best before the hops merge (see TigragSettings).
+- chains (issue 44): the chunks whose stored entities name a bridge of a hop's
+  three best chunks join the next hop, with 0.1 x their source's score over the
+  hop's best (``mentions``, ``chain_weight``); a third hop runs while at least
+  two of the question's terms are still unanswered (``hops`` 3,
+  ``remainder_stop`` 2); and the first two places go to the first two hops'
+  best without that support (``lead``, _lead), so the chain's passages fill the
+  places below the direct evidence.
 - through a model runtime, a hop's texts are encoded there while this process
   runs the hop's graph stage (Context.encode_later).
 
-The other chain levers of pgrag.methods.tigrag_chain (bridges, mentions,
-chain_weight, remainder, chain_follow, fresh_sources, remainder_stop) are
-settings, off by default: measured, none helped beyond the interval on both
-benchmarks (docs/methods.md).
+The other chain levers of pgrag.methods.tigrag_chain (bridges, remainder,
+chain_follow, fresh_sources) are settings, off by default: measured, none
+helped beyond the interval on both benchmarks (docs/methods.md).
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ class TigragSettings:
     threshold: float = 0.8          # th_rho, cumulative-mass pool cut-off
     max_pool: int = 300             # cap on the pool (the paper has none; see below)
     iota: int = 1                   # top chunks of a hop whose entities drive the next
-    hops: int = 2                   # h
+    hops: int = 3                   # h; the paper: 2 (a third hop runs only while remainder_stop allows)
     graph_weight: float = 0.2       # lambda in cos + lambda * rho / max rho; the paper: 0
     entity_labels: tuple[str, ...] | None = NAME_LABELS   # None: every spaCy label
     bm25: bool = True               # ablation "no BM25": rho = sum of PPR weights
@@ -124,10 +130,10 @@ class TigragSettings:
     # are not followed. chain_weight: such a chunk gains chain_weight x its source chunk's
     # score / the hop's best score.
     bridges: bool = False
-    mentions: bool = False
+    mentions: bool = True
     mention_sources: int = 3
     mention_max: int = 20
-    chain_weight: float = 0.0
+    chain_weight: float = 0.1
     remainder: bool = False         # mention-linked chunks also by cosine to remainder(question) + entity
     chain_follow: int = 0           # each source chunk's best mention-linked chunks ranked right behind it
     # The rerank vectors of a hop after the first from the question's remaining part: "replace"
@@ -137,7 +143,7 @@ class TigragSettings:
     hop_remainder: str = "replace"
     # With hop_remainder, a hop after the second runs only while the question's remaining part
     # still has at least remainder_stop terms (pgrag.tokenize); 0: every hop up to hops runs.
-    remainder_stop: int = 0
+    remainder_stop: int = 2
     fresh_sources: bool = False     # a hop's entities come from its best chunks that drove no hop before
     # The titles of the corpus that the driving chunks' texts name (exact matches) join their
     # entities (tigrag_chain.with_titles); with text_title_links their documents also join the
@@ -150,6 +156,9 @@ class TigragSettings:
     context_weight: float = 0.1
     bridge_limit: int = 8
     hop_normalise: bool = True
+    # The first `lead` places go to the first two hops' best chunks scored without chain support
+    # (_lead); chain support and the hops after the second order the places below them.
+    lead: int = 2
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -168,14 +177,15 @@ class TigragSettings:
             raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
         if self.mention_sources < 1 or self.mention_max < 1:
             raise ValueError("mention_sources and mention_max must be at least 1")
-        if self.bridge_limit < 0:
-            raise ValueError("bridge_limit must be at least 0")
+        if self.bridge_limit < 0 or self.lead < 0:
+            raise ValueError("bridge_limit and lead must be at least 0")
 
 
 # The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
-PAPER = TigragSettings(tolerance=1e-4, graph_weight=0.0, entity_labels=None, max_pool=1_000_000,
+PAPER = TigragSettings(tolerance=1e-4, graph_weight=0.0, entity_labels=None, max_pool=1_000_000, hops=2,
                        link_titles=False, link_entities=False, title_weight=0.0, hop_remainder="off",
-                       text_titles=False, context_weight=0.0, bridge_limit=0, hop_normalise=False)
+                       text_titles=False, context_weight=0.0, bridge_limit=0, hop_normalise=False,
+                       mentions=False, chain_weight=0.0, remainder_stop=0, lead=0)
 PRESETS: dict[str, TigragSettings] = {
     "tigrag": TigragSettings(),
     "tigrag-paper": PAPER,
@@ -193,6 +203,7 @@ class _Scored:
     cosine: float | None
     score: float
     hop: int
+    plain: float = 0.0      # the score without chain support (_lead)
     linked: bool = False    # its document's title is named by the question or an entity
     reached: int = 1        # hops whose ranking held it
 
@@ -297,7 +308,12 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
+    lead = _lead(rankings[:2], settings) if len(rankings) > 2 or settings.chain_weight else []
     final = _merge(rankings, settings.hop_normalise)
+    if lead:
+        first = {s.chunk_id: s for s in final}
+        final = [first[c] for c in lead] + [s for s in final if s.chunk_id not in set(lead)]
+        trace.step("lead", chunks=lead)
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
     if ctx.scope is not None and len(final) < k:
@@ -326,6 +342,26 @@ def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
                 best[s.chunk_id].reached = held.reached + 1
                 best[s.chunk_id].linked = held.linked or s.linked
     return sorted(best.values(), key=lambda s: (-s.score, s.hop, s.chunk_id))
+
+
+def _lead(rankings: list[list[_Scored]], settings: TigragSettings) -> list[int]:
+    """The chunks that lead the final ranking: the best ``settings.lead`` of the
+    first two hops merged as _merge does, each chunk scored without chain
+    support.
+    Chain support and a third hop find passages further along the chain; ranked
+    by them alone, a well-supported link or a third hop's best (each scoring
+    about 1 over its hop's best) displaced the passage that answers the first
+    hop from the top places. So the top keeps the hops' direct evidence, and
+    the chain's passages fill the places below it."""
+    best: dict[int, tuple[float, int]] = {}
+    for ranked in rankings:
+        top = max((s.plain for s in ranked), default=0.0)
+        scale = top if settings.hop_normalise and len(rankings) > 1 and top > 0 else 1.0
+        for s in ranked:
+            score = s.plain / scale
+            if s.chunk_id not in best or score > best[s.chunk_id][0]:
+                best[s.chunk_id] = (score, s.hop)
+    return sorted(best, key=lambda c: (-best[c][0], best[c][1], c))[: settings.lead]
 
 
 def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:
@@ -399,10 +435,12 @@ def _hop(ctx: "Context", graph: TokenGraph, postings: Postings, query: str,
         is_linked = chunk_id in linked_set
         if is_linked:
             score += settings.title_weight
+        plain = score
         score += settings.chain_weight * support.get(chunk_id, 0.0)
         if follow and chunk_id in follow:
             score = max(score, follow[chunk_id])
-        ranked.append(_Scored(chunk_id=chunk_id, rho=rho, cosine=cos, score=score, hop=hop, linked=is_linked))
+        ranked.append(_Scored(chunk_id=chunk_id, rho=rho, cosine=cos, score=score, hop=hop, plain=plain,
+                              linked=is_linked))
     ranked.sort(key=lambda s: (-s.score, s.chunk_id))
     for key, value in (("expand", t1 - t0), ("pool", t_pooled - t1), ("rerank", t3 - t2 + t_wait - t_pooled)):
         trace.timings_ms[key] = trace.timings_ms.get(key, 0.0) + value * 1000

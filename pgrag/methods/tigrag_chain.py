@@ -5,7 +5,7 @@ previous hop, not only from titles.
   entity the question names is not a bridge: it leads back to the passages the
   first hop already found, and its rerank vector (question ⊕ entity) adds
   nothing the question's own vector lacks.
-- ``mentions``: entity-to-passage links from the named entities pgrag stores at
+- ``mentions`` (on by default, with chain support): entity-to-passage links from the named entities pgrag stores at
   ingest (``pgrag.chunk_entity``): the chunks that mention a bridge entity of a
   hop's best chunks join the next hop's ranking. A name that more than
   ``mention_max`` chunks mention ("American", "London") links nothing: a

@@ -89,10 +89,11 @@ def test_two_hops_find_the_bridge_document(kb):
     hits = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5)
     titles = [h.title for h in hits]
     assert "Lothair II" in titles and "Ermengarde of Tours" in titles
-    steps = {s["step"]: s for s in hits.trace.steps}
+    steps = {s["step"]: s for s in reversed(hits.trace.steps)}    # each step's first
     assert steps["entities"]["hop"] == 1 and "Teutberga" in steps["entities"]["new"]
     hops = [s for s in hits.trace.steps if s["step"] == "hop"]
-    assert [h["hop"] for h in hops] == [1, 2]
+    # a third hop: "When did s mother die" leaves two terms (remainder_stop 2)
+    assert [h["hop"] for h in hops] == [1, 2, 3]
     # one vector per new entity the question does not name (here all four): the question's
     # remaining part + e instead of M(mu + e) (hop_remainder="replace")
     assert "teutberga" in hops[1]["seeds"] and hops[1]["embeddings"] == len(steps["entities"]["new"]) == 4
@@ -101,7 +102,7 @@ def test_two_hops_find_the_bridge_document(kb):
     raw = kb.retrieve("When did Lothair II's mother die?", method="tigrag", k=5, hop_normalise=False)
     assert {h.title for h in raw} == set(titles)
     for h in raw:
-        assert h.details["hop"] in (1, 2) and h.details["rho"] >= 0
+        assert h.details["hop"] in (1, 2, 3) and h.details["rho"] >= 0
         bonus = 0.2 if h.details["linked"] else 0.0
         assert h.details["cosine"] + bonus <= h.details["score"] <= h.details["cosine"] + 0.2 + bonus + 1e-9
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -174,13 +175,14 @@ def test_title_linking_needs_the_capitalised_title_and_respects_title_weight(kb)
 
 def test_final_rerank_adds_the_question_cosine_bm25_and_hops(kb):
     q = "When did Lothair II's mother die?"
-    base = kb.retrieve(q, method="tigrag", k=10)
+    two = {"hops": 2, "mentions": False, "chain_weight": 0.0}    # the hops' own chunks, in score order
+    base = kb.retrieve(q, method="tigrag", k=10, **two)
     cos_q = {h.provenance.chunk_id: h.score for h in kb.retrieve(q, method="dense", k=10)}
     assert len(base) == 2      # this small corpus: Lothair II and Ermengarde of Tours
-    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=1, rerank_question=0.5, rerank_hops=0.25)
+    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=1, rerank_question=0.5, rerank_hops=0.25, **two)
     assert _steps(hits, "final_rerank")[0]["depth"] == 1
     assert hits[1].score == pytest.approx(base[1].score, abs=1e-9)   # past the depth: unchanged
-    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_question=0.5, rerank_hops=0.25)
+    hits = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_question=0.5, rerank_hops=0.25, **two)
     assert _steps(hits, "final_rerank")[0]["depth"] == 2
     head = {h.provenance.chunk_id: h for h in base[:3]}
     for h in hits:
@@ -190,7 +192,7 @@ def test_final_rerank_adds_the_question_cosine_bm25_and_hops(kb):
             expected = base_score + 0.5 * cos_q[c] + 0.25 * (h.details["reached"] - 1)
         assert h.score == pytest.approx(expected, abs=1e-6)
     assert [h.score for h in hits[:3]] == sorted((h.score for h in hits[:3]), reverse=True)
-    bm25 = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_bm25=1.0)
+    bm25 = kb.retrieve(q, method="tigrag", k=10, rerank_depth=3, rerank_bm25=1.0, **two)
     gains = [h.score - next(b.score for b in base if b.provenance.chunk_id == h.provenance.chunk_id) for h in bm25]
     assert max(gains) == pytest.approx(1.0) and 0 < min(gains) < 1     # BM25 / the candidates' max
     with pytest.raises(PgragError, match="rerank_depth must be at least 0"):

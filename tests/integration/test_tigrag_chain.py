@@ -47,30 +47,35 @@ def _steps(hits, name):
 
 def test_golden_three_hop_chain(kb):
     """Hand-checked. Hop 1 links the question's title, Harbour Suite, which names
-    Anton Weller; his passage is linked by that name in hop 2; hop 3 takes his
-    passage's new entities (German, Hollstadt, Leipzig) and links Hollstadt and
-    Leipzig by title. The rerank vector "On which river birthplace of of" +
-    Hollstadt (the question's words the Harbour Suite and Anton Weller passages
-    lack, hop_remainder) has cosine 0.83 with Hollstadt's passage, against 0.61
-    for the question + Hollstadt. Each hop's scores are divided by its best
-    (hop_normalise), so the three hops' best passages, the chain, score 1 and
-    rank in hop order, above the wrong bridge Leipzig (0.87 of hop 3's best) and
-    far above the other work's chain (Karl Brenner, Forest Suite)."""
-    hits = kb.retrieve(QUESTION, method="tigrag", k=6, hops=3)
+    Anton Weller; his passage is linked by that name in hop 2. After two hops two
+    of the question's terms are still unanswered ("river", "birthplace": the words
+    the Harbour Suite and Anton Weller passages lack), so the default runs a third
+    hop (remainder_stop 2); it takes his passage's new entities (German, Hollstadt,
+    Leipzig) and links Hollstadt and Leipzig by title. The rerank vector "On which
+    river birthplace of of" + Hollstadt (hop_remainder) has cosine 0.83 with
+    Hollstadt's passage, against 0.61 for the question + Hollstadt. Each hop's
+    scores are divided by its best (hop_normalise), so the three hops' best
+    passages, the chain, score 1 and rank in hop order, above the wrong bridge
+    Leipzig (0.88 of hop 3's best) and far above the other work's chain (Karl
+    Brenner, and Linz, which the mention links bring in: his passage names it)."""
+    hits = kb.retrieve(QUESTION, method="tigrag", k=6)
     assert [(h.provenance.external_id, h.details["hop"]) for h in hits] == [
-        ("harbour", 1), ("weller", 2), ("hollstadt", 3), ("leipzig", 3), ("brenner", 2), ("forest", 1)]
+        ("harbour", 1), ("weller", 2), ("hollstadt", 3), ("leipzig", 3), ("brenner", 2), ("linz", 3)]
     assert [h.details["score"] for h in hits[:3]] == [pytest.approx(1.0)] * 3
     assert hits[2].details["cosine"] == pytest.approx(0.832, abs=0.01)
-    assert hits[3].details["score"] == pytest.approx(0.867, abs=0.01)
+    assert hits[3].details["score"] == pytest.approx(0.878, abs=0.01)
     entities = _steps(hits, "entities")
     assert [(e["hop"], e["new"]) for e in entities] == [(1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
-    # without the lever the chain still fills the top 3, Hollstadt third (cosine 0.61)
-    off = kb.retrieve(QUESTION, method="tigrag", k=4, hops=3, hop_remainder="off")
+    # the first two places: the first two hops' best (the lead), here the chain's first two passages
+    assert _steps(hits, "lead")[0]["chunks"] == [h.provenance.chunk_id for h in hits[:2]]
+    # without the remaining part the chain still fills the top 3, Hollstadt third (cosine 0.61)
+    off = kb.retrieve(QUESTION, method="tigrag", k=4, hop_remainder="off")
     assert [h.provenance.external_id for h in off] == ["harbour", "weller", "hollstadt", "leipzig"]
     assert off[2].details["cosine"] == pytest.approx(0.609, abs=0.01)
-    # two hops (the default) never take Hollstadt's entity: only its hop-1 cosine ranks it, fifth
-    two = [h.provenance.external_id for h in kb.retrieve(QUESTION, method="tigrag", k=5)]
-    assert two == ["harbour", "weller", "brenner", "forest", "hollstadt"]
+    # while three terms must remain, the hops stop after two: Hollstadt only has its hop-1 cosine, sixth
+    stop = kb.retrieve(QUESTION, method="tigrag", k=6, remainder_stop=3)
+    assert _steps(stop, "stop")[0]["remainder"] == ["river", "birthplace"]
+    assert [h.provenance.external_id for h in stop] == ["harbour", "weller", "brenner", "forest", "linz", "hollstadt"]
 
 
 def test_hop_remainder_vectors_are_the_unanswered_words_plus_each_entity(kb, monkeypatch):
@@ -88,7 +93,7 @@ def test_hop_remainder_vectors_are_the_unanswered_words_plus_each_entity(kb, mon
     new = _steps(hits, "entities")[0]["new"]
     driving = " ".join(CHAIN_DOCS[0][key] for key in ("title", "text"))
     assert step["remainder"] == remainder(QUESTION, driving) == "On which river birthplace of of"
-    assert encoded == [[QUESTION], [f"On which river birthplace of of {e}" for e in new]]
+    assert encoded[:2] == [[QUESTION], [f"On which river birthplace of of {e}" for e in new]]
     assert step["vectors"] == len(new) == _steps(hits, "hop")[1]["embeddings"]
     both = kb.retrieve(QUESTION, method="tigrag", k=5, hop_remainder="add")
     assert _steps(both, "hop_embeddings")[0]["vectors"] == 2 * len(new)
@@ -113,3 +118,20 @@ def test_mention_links_follow_a_bridge_entity_to_the_passages_that_name_it(kb):
     capped = kb.retrieve(QUESTION, method="tigrag", k=8, mentions=True, mention_max=1,
                          link_titles=False, link_entities=False)
     assert "anton weller" in _steps(capped, "mentions")[0]["too_frequent"]
+
+
+def test_the_lead_keeps_the_first_two_hops_best_above_chain_support(kb):
+    """The first two places are the first two hops' best without chain support
+    (lead). With a huge chain_weight and each hop's raw scores (hop_normalise
+    off), Anton Weller's passage (supported by Harbour Suite's) and the third
+    hop's scores, which mention links also raise, push the Harbour Suite, which
+    answers the first hop, out of the top 4; the lead keeps it first."""
+    strong = {"chain_weight": 5.0, "hop_normalise": False}
+    unled = kb.retrieve(QUESTION, method="tigrag", k=4, lead=0, **strong)
+    assert [h.provenance.external_id for h in unled] == ["weller", "hollstadt", "leipzig", "brenner"]
+    led = kb.retrieve(QUESTION, method="tigrag", k=4, **strong)
+    assert [h.provenance.external_id for h in led] == ["harbour", "weller", "hollstadt", "leipzig"]
+    # its score is its own: the lead reorders, it does not rescore
+    assert led[0].details["score"] == pytest.approx(0.731 + 0.2 * 1 + 0.2, abs=0.01)
+    assert led[0].details["score"] < led[1].details["score"]
+    assert _steps(led, "lead")[0]["chunks"] == [h.provenance.chunk_id for h in led[:2]]

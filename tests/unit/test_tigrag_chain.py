@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pgrag.methods.tigrag import PRESETS, TigragSettings
+from pgrag.methods.tigrag import PRESETS, TigragSettings, _lead, _merge, _Scored
 from pgrag.methods.tigrag_chain import (
     Chains,
     best_bridges,
@@ -76,25 +76,50 @@ def test_follow_scores_rank_each_sources_best_links_right_behind_it():
                    12: pytest.approx(0.699), 13: pytest.approx(0.698)}
 
 
-def test_the_default_turns_on_hop_remainder_and_the_paper_keeps_it_off():
-    assert PRESETS["tigrag"].hop_remainder == "replace"
+def test_the_default_turns_on_the_kept_levers_and_the_paper_keeps_them_off():
+    d = PRESETS["tigrag"]
+    assert d.hop_remainder == "replace"
     for name in ("tigrag-paper", "tigrag-no-bm25", "tigrag-degree", "tigrag-no-rerank"):
         s = PRESETS[name]
         assert (s.hop_remainder, s.mentions, s.bridges, s.chain_weight, s.chain_follow, s.fresh_sources) == (
             "off", False, False, 0.0, 0, False), name
-    # every chain lever is off in the default too, except hop_remainder
-    d = PRESETS["tigrag"]
-    assert not (d.mentions or d.bridges or d.remainder or d.chain_follow or d.fresh_sources or d.remainder_stop)
-    # the bridges' context and the hops' normalisation are on in the default, off in the paper's
+        # the paper's two hops, no lead, the bridges' context and the hops' normalisation off
+        assert (s.hops, s.remainder_stop, s.lead, s.context_weight, s.bridge_limit, s.hop_normalise) == (
+            2, 0, 0, 0.0, 0, False), name
+    # the chains (mention links with chain support, a third hop while two terms remain, the lead) are on
+    assert (d.mentions, d.chain_weight, d.hops, d.remainder_stop, d.lead) == (True, 0.1, 3, 2, 2)
     assert (d.context_weight, d.bridge_limit, d.hop_normalise) == (0.1, 8, True)
-    assert all((PRESETS[n].context_weight, PRESETS[n].bridge_limit, PRESETS[n].hop_normalise) == (0.0, 0, False)
-               for n in ("tigrag-paper", "tigrag-no-bm25", "tigrag-degree", "tigrag-no-rerank"))
+    # the other chain levers stay off
+    assert not (d.bridges or d.remainder or d.chain_follow or d.fresh_sources)
     with pytest.raises(ValueError, match="bridge_limit"):
         dataclasses.replace(d, bridge_limit=-1)
+    with pytest.raises(ValueError, match="lead"):
+        dataclasses.replace(d, lead=-1)
     with pytest.raises(ValueError, match="hop_remainder"):
         TigragSettings(hop_remainder="on")
     with pytest.raises(ValueError, match="mention_sources"):
         dataclasses.replace(d, mention_sources=0)
+
+
+def _scored(chunk_id: int, hop: int, score: float, plain: float | None = None) -> _Scored:
+    return _Scored(chunk_id=chunk_id, rho=0.0, cosine=None, score=score, hop=hop,
+                   plain=score if plain is None else plain)
+
+
+def test_the_lead_is_the_first_two_hops_best_without_chain_support():
+    """Hand-checked. Chunk 3 tops hop 2 only by its chain support (0.5 without it);
+    chunk 5 tops hop 3. Merged, they tie with the hops' direct evidence at 1; the
+    lead puts the first two hops' best by their own scores first: chunk 1 (hop 1)
+    and chunk 4, whose 0.9 is hop 2's best without support."""
+    rankings = [[_scored(1, 1, 1.0), _scored(2, 1, 0.8)],
+                [_scored(3, 2, 1.0, plain=0.5), _scored(4, 2, 0.9)],
+                [_scored(5, 3, 1.0)]]
+    settings = PRESETS["tigrag"]
+    assert _lead(rankings[:2], settings) == [1, 4]
+    assert _lead(rankings[:2], dataclasses.replace(settings, lead=3)) == [1, 4, 2]
+    assert _lead(rankings[:2], dataclasses.replace(settings, lead=0)) == []
+    # merged by score, chain support and the third hop would take places 2 and 3
+    assert [s.chunk_id for s in _merge(rankings, normalise=True)] == [1, 3, 5, 4, 2]
 
 
 def test_with_titles_adds_the_titles_a_text_names_exactly_after_the_entities():
