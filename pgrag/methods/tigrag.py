@@ -252,7 +252,9 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             top = [s.chunk_id for s in ranked[: settings.iota]]
         used.update(top)
         top += [c for c in linked if c not in top]
-        found = _entities(ctx, top, settings, trace)
+        sources = [(s.chunk_id, s.score) for s in ranked[: settings.mention_sources]] if settings.mentions else []
+        entities_of = _entities_of(ctx, list(dict.fromkeys(top + [c for c, _ in sources])), settings, trace)
+        found = list(dict.fromkeys(e for c in top for e in entities_of[c]))
         texts = ctx.chunk_texts(top) if settings.hop_remainder != "off" or settings.text_titles else {}
         named = len(found)
         if settings.text_titles and titles is not None:
@@ -262,9 +264,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             resolved += [" ".join(t) for t in texts.values()]
         if settings.bridges:
             found = tigrag_chain.bridges(question, found)
-        if settings.mentions and ranked:
-            sources = [(s.chunk_id, s.score) for s in ranked[: settings.mention_sources]]
-            entities_of = {c: _entities(ctx, [c], settings, trace) for c, _ in sources}
+        if sources:
             chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
                                                  settings.mention_max, trace, hop + 1)
         new = [e for e in found if e.casefold() not in seen]
@@ -508,9 +508,11 @@ def _rerank(ctx: "Context", graph: TokenGraph, postings: Postings, question: str
     return rescored + tail
 
 
-def _entities(ctx: "Context", chunk_ids: list[int], settings: TigragSettings, trace: Trace) -> list[str]:
-    """Entities of the chunks, in rank then text order: stored at ingest, or from
-    spaCy when the corpus has none stored at all."""
+def _entities_of(ctx: "Context", chunk_ids: list[int], settings: TigragSettings,
+                 trace: Trace) -> dict[int, list[str]]:
+    """Each chunk's entities of the settings' labels, in text order, each once: stored
+    at ingest (one query for all the chunks), or from spaCy when the corpus has none
+    stored at all."""
     t0 = time.perf_counter()
     rows = ctx.db.fetchall("chunk_entities", {"corpus_id": ctx.id, "chunk_ids": chunk_ids})
     by_chunk: dict[int, list[tuple[str, str]]] = {c: [] for c in chunk_ids}
@@ -524,13 +526,11 @@ def _entities(ctx: "Context", chunk_ids: list[int], settings: TigragSettings, tr
         mentions = nlp.entities([texts[c][1] for c in missing], ctx.spacy_model)
         for c, found in zip(missing, mentions):
             by_chunk[c] = [(e.text, e.label) for e in found]
-    out: list[str] = []
-    for c in chunk_ids:
-        for entity, label in by_chunk[c]:
-            if settings.entity_labels is None or label in settings.entity_labels:
-                out.append(" ".join(entity.split()))
+    out = {c: list(dict.fromkeys(" ".join(entity.split()) for entity, label in found
+                                 if settings.entity_labels is None or label in settings.entity_labels))
+           for c, found in by_chunk.items()}
     trace.time("entities", t0)
-    return list(dict.fromkeys(e for e in out if e))
+    return {c: [e for e in names if e] for c, names in out.items()}
 
 
 SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings, filters=True)

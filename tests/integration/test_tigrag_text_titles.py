@@ -23,9 +23,10 @@ def _first_hop_entities(hits) -> list[str]:
 
 
 def test_a_title_the_driving_passage_names_becomes_a_bridge_spacy_missed(kb):
-    # each hop's own scores (hop_normalise off): which hop ranks her is the point here
-    without = kb.retrieve(QUESTION, method="tigrag", k=5, text_titles=False, hop_normalise=False)
-    with_titles = kb.retrieve(QUESTION, method="tigrag", k=5, hop_normalise=False)
+    # each hop's own scores (hop_normalise off) over two hops: which hop ranks her is the point here
+    two = {"hop_normalise": False, "hops": 2}
+    without = kb.retrieve(QUESTION, method="tigrag", k=5, text_titles=False, **two)
+    with_titles = kb.retrieve(QUESTION, method="tigrag", k=5, **two)
     assert "Ermengarde of Tours" not in _first_hop_entities(without)
     found = _first_hop_entities(with_titles)
     assert "Ermengarde of Tours" in found and "Lothair II" not in found
