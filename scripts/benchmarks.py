@@ -291,8 +291,10 @@ def musique_section() -> list[str]:
     out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
            "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
            "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the "
-           "default (bridges by context, at most 8, each hop over its best, `hop_remainder=\"replace\"` and "
-           "text titles); `tigrag (before bridges)` the same without the first three; `tigrag (before replace)` "
+           "default (chains: mention links with chain support, a third hop while two terms remain, the lead; "
+           "bridges by context, at most 8, each hop over its best, `hop_remainder=\"replace\"` and "
+           "text titles); `tigrag (before chains)` the same without the first; `tigrag (before bridges)` that "
+           "without the bridge levers; `tigrag (before replace)` "
            "that with `hop_remainder=\"add\"`; `tigrag (before text titles)` with `\"add\"` alone; "
            "`tigrag (before)` the method before all of them: on MuSiQue the same `pgrag eval`, "
            "on 2Wiki the first row of the levers' table below (the same Recall@k, computed by the levers' "
@@ -324,8 +326,9 @@ def musique_section() -> list[str]:
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
             "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). Three "
             "rows follow on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
-            "with them, and with their links; the last five on the default before bridges "
-            "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together:", "",
+            "with them, and with their links; five on the default before bridges "
+            "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together; the last "
+            "seven on the default before chains: the chain levers alone, then together:", "",
             "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
                                                 for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
             "|---|---|" + "---|" * 10]

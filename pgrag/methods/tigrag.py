@@ -264,9 +264,6 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             resolved += [" ".join(t) for t in texts.values()]
         if settings.bridges:
             found = tigrag_chain.bridges(question, found)
-        if sources:
-            chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
-                                                 settings.mention_max, trace, hop + 1)
         new = [e for e in found if e.casefold() not in seen]
         seen.update(e.casefold() for e in found)
         trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
@@ -278,6 +275,9 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
             if len(left) < settings.remainder_stop:
                 trace.step("stop", hop=hop, reason="question resolved", remainder=left)
                 break
+        if sources:     # only for a hop that runs
+            chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
+                                                 settings.mention_max, trace, hop + 1)
         entities.extend(new)
         query = question + " " + " ".join(entities)
         linked = []
