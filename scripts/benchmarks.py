@@ -646,9 +646,10 @@ def render() -> str:
                 f"questions per method; methods take turns on each question. Milliseconds, including "
                 f"embedding the question; one run on a quiet machine, the model runtime's cache off. "
                 f"threadrag {ratio('threadrag'):.2f}× dense, tigrag {ratio('tigrag'):.2f}×. tigrag encodes its "
-                f"question and, in one call, "
-                f"the second hop's remaining part with each of at most 8 bridges (issue 44), waiting "
-                f"{stage('tigrag', 'embed'):.1f} ms for them while its two PPR expansions take "
+                f"question and, in one call a hop, "
+                f"the hop's remaining part with each of at most 8 bridges (issue 44), waiting "
+                f"{stage('tigrag', 'embed'):.1f} ms for them while its PPR expansions (two, and a third for "
+                f"36 of the 111 questions, those with terms still unanswered after two hops) take "
                 f"{stage('tigrag', 'expand'):.1f} ms: the 2Wiki graph (35,440 tokens, 1.02 M entries) is so "
                 f"connected that push does as much work as 5 full sweeps per hop.", "",
                 "With `PGRAG_EMBEDDING_PRECISION=bfloat16` (docs/settings.md; the model in bfloat16 on this "
