@@ -311,8 +311,8 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     lead = _lead(rankings[:2], settings) if len(rankings) > 2 or settings.chain_weight else []
     final = _merge(rankings, settings.hop_normalise)
     if lead:
-        first = {s.chunk_id: s for s in final}
-        final = [first[c] for c in lead] + [s for s in final if s.chunk_id not in set(lead)]
+        first, led = {s.chunk_id: s for s in final}, set(lead)
+        final = [first[c] for c in lead] + [s for s in final if s.chunk_id not in led]
         trace.step("lead", chunks=lead)
     if settings.rerank_depth:
         final = _rerank(ctx, graph, postings, question, question_vector, final, settings, trace)
@@ -348,6 +348,7 @@ def _lead(rankings: list[list[_Scored]], settings: TigragSettings) -> list[int]:
     """The chunks that lead the final ranking: the best ``settings.lead`` of the
     first two hops merged as _merge does, each chunk scored without chain
     support.
+
     Chain support and a third hop find passages further along the chain; ranked
     by them alone, a well-supported link or a third hop's best (each scoring
     about 1 over its hop's best) displaced the passage that answers the first

@@ -5,11 +5,12 @@ previous hop, not only from titles.
   entity the question names is not a bridge: it leads back to the passages the
   first hop already found, and its rerank vector (question ⊕ entity) adds
   nothing the question's own vector lacks.
-- ``mentions`` (on by default, with chain support): entity-to-passage links from the named entities pgrag stores at
-  ingest (``pgrag.chunk_entity``): the chunks that mention a bridge entity of a
-  hop's best chunks join the next hop's ranking. A name that more than
-  ``mention_max`` chunks mention ("American", "London") links nothing: a
-  frequent name is a weak bridge, and following it would flood the pool.
+- ``mentions`` (on by default, with chain support): entity-to-passage links
+  from the named entities pgrag stores at ingest (``pgrag.chunk_entity``): the
+  chunks that mention a bridge entity of a hop's best chunks join the next
+  hop's ranking. A name that more than ``mention_max`` chunks mention
+  ("American", "London") links nothing: a frequent name is a weak bridge, and
+  following it would flood the pool.
 - chain support: a mention-linked chunk gains ``chain_weight`` × the score of
   the chunk whose entity it mentions, over the hop's best score. A passage that
   completes a chain started by a well-ranked passage then ranks with its chain.
