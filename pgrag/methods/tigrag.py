@@ -324,6 +324,18 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     return Hits(hits, trace)
 
 
+def _scaled(rankings: list[list[_Scored]], normalise: bool,
+            value: "Callable[[_Scored], float]") -> list[tuple[_Scored, float]]:
+    """Each hop's chunks with their ``value``, over the hop's best when
+    ``normalise`` (with more than one hop)."""
+    out = []
+    for ranked in rankings:
+        top = max((value(s) for s in ranked), default=0.0)
+        scale = top if normalise and len(rankings) > 1 and top > 0 else 1.0
+        out += [(s, value(s) / scale) for s in ranked]
+    return out
+
+
 def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
     """The hops' rankings as one, each chunk at its best score, best first (a tie:
     the earlier hop first). ``normalise`` (with more than one hop): each hop's
@@ -331,16 +343,14 @@ def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
     run on another scale than the question's; so each hop's best passage ranks
     at 1, and the hop with the higher scale does not fill the top."""
     best: dict[int, _Scored] = {}
-    for ranked in rankings:
-        scale = ranked[0].score if normalise and len(rankings) > 1 and ranked and ranked[0].score > 0 else 1.0
-        for s in ranked:
-            s.score /= scale
-            held = best.get(s.chunk_id)
-            if held is None or s.score > held.score:
-                best[s.chunk_id] = s
-            if held is not None:
-                best[s.chunk_id].reached = held.reached + 1
-                best[s.chunk_id].linked = held.linked or s.linked
+    for s, score in _scaled(rankings, normalise, lambda s: s.score):
+        s.score = score
+        held = best.get(s.chunk_id)
+        if held is None or s.score > held.score:
+            best[s.chunk_id] = s
+        if held is not None:
+            best[s.chunk_id].reached = held.reached + 1
+            best[s.chunk_id].linked = held.linked or s.linked
     return sorted(best.values(), key=lambda s: (-s.score, s.hop, s.chunk_id))
 
 
@@ -355,13 +365,9 @@ def _lead(rankings: list[list[_Scored]], settings: TigragSettings) -> list[int]:
     hop from the top places. So the top keeps the hops' direct evidence, and
     the chain's passages fill the places below it."""
     best: dict[int, tuple[float, int]] = {}
-    for ranked in rankings:
-        top = max((s.plain for s in ranked), default=0.0)
-        scale = top if settings.hop_normalise and len(rankings) > 1 and top > 0 else 1.0
-        for s in ranked:
-            score = s.plain / scale
-            if s.chunk_id not in best or score > best[s.chunk_id][0]:
-                best[s.chunk_id] = (score, s.hop)
+    for s, score in _scaled(rankings, settings.hop_normalise, lambda s: s.plain):
+        if s.chunk_id not in best or score > best[s.chunk_id][0]:
+            best[s.chunk_id] = (score, s.hop)
     return sorted(best, key=lambda c: (-best[c][0], best[c][1], c))[: settings.lead]
 
 
