@@ -43,8 +43,8 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   hop's best (``mentions``, ``chain_weight``); a third hop runs while at least
   two of the question's terms are still unanswered (``hops`` 3,
   ``remainder_stop`` 2); and the first two places go to the first two hops'
-  best without that support (``lead``, _lead), so the chain's passages fill the
-  places below the direct evidence.
+  best without that support, from two sources (``lead``, _lead), so the chain's
+  passages fill the places below the direct evidence.
 - through a model runtime, a hop's texts are encoded there while this process
   runs the hop's graph stage (Context.encode_later).
 
@@ -69,7 +69,7 @@ from ..index.pagerank import personalized_pagerank, push_pagerank, top_nodes
 from ..index.postings import Postings
 from ..nlp import NAME_LABELS
 from ..results import Hits, Trace
-from ..titles import Link, title_index
+from ..titles import Link, TitleIndex, title_index
 from . import tigrag_chain, tigrag_vectors
 from .spec import MethodSpec
 
@@ -156,8 +156,8 @@ class TigragSettings:
     context_weight: float = 0.1
     bridge_limit: int = 8
     hop_normalise: bool = True
-    # The first `lead` places go to the first two hops' best chunks scored without chain support
-    # (_lead); chain support and the hops after the second order the places below them.
+    # The first `lead` places go to the first two hops' best chunks scored without chain support,
+    # each from another title (_lead); chain support and the hops after the second order the rest.
     lead: int = 2
 
     def __post_init__(self) -> None:
@@ -308,7 +308,8 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
-    lead = _lead(rankings[:2], settings) if len(rankings) > 2 or settings.chain_weight else []
+    lead = (_lead(rankings[:2], settings, functools.partial(_sources, postings, titles))
+            if len(rankings) > 2 or settings.chain_weight else [])
     final = _merge(rankings, settings.hop_normalise)
     if lead:
         first, led = {s.chunk_id: s for s in final}, set(lead)
@@ -354,21 +355,48 @@ def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
     return sorted(best.values(), key=lambda s: (-s.score, s.hop, s.chunk_id))
 
 
-def _lead(rankings: list[list[_Scored]], settings: TigragSettings) -> list[int]:
+def _lead(rankings: list[list[_Scored]], settings: TigragSettings,
+          source: "Callable[[list[int]], dict[int, object]]") -> list[int]:
     """The chunks that lead the final ranking: the best ``settings.lead`` of the
     first two hops merged as _merge does, each chunk scored without chain
-    support.
+    support, one chunk a source (``source``: each chunk's title or document).
 
     Chain support and a third hop find passages further along the chain; ranked
     by them alone, a well-supported link or a third hop's best (each scoring
     about 1 over its hop's best) displaced the passage that answers the first
     hop from the top places. So the top keeps the hops' direct evidence, and
-    the chain's passages fill the places below it."""
+    the chain's passages fill the places below it. Two paragraphs of one
+    article (MuSiQue stores each as a document of the same title) answer the
+    same hop, so the second place goes to another source."""
+    if not settings.lead:
+        return []
     best: dict[int, tuple[float, int]] = {}
     for s, score in _scaled(rankings, settings.hop_normalise, lambda s: s.plain):
         if s.chunk_id not in best or score > best[s.chunk_id][0]:
             best[s.chunk_id] = (score, s.hop)
-    return sorted(best, key=lambda c: (-best[c][0], best[c][1], c))[: settings.lead]
+    order = sorted(best, key=lambda c: (-best[c][0], best[c][1], c))
+    sources = source(order)
+    out: list[int] = []
+    held: set[object] = set()
+    for c in order:
+        if sources[c] not in held:
+            held.add(sources[c])
+            out.append(c)
+            if len(out) == settings.lead:
+                break
+    return out
+
+
+def _sources(postings: Postings, titles: TitleIndex | None, chunk_ids: list[int]) -> dict[int, object]:
+    """Each chunk's source for the lead: its document's title (several documents
+    may share one), or its document without a title index; a chunk outside
+    these postings is its own."""
+    ids = np.asarray(chunk_ids, dtype=np.int64)
+    documents = postings.documents_of(ids[postings.held(ids)].tolist())
+    out: dict[int, object] = {c: ("chunk", c) for c in chunk_ids}
+    for c, d in documents.items():
+        out[c] = titles.documents[d][0] if titles is not None and d in titles.documents else ("document", d)
+    return out
 
 
 def _details(s: _Scored, settings: TigragSettings) -> dict[str, object]:

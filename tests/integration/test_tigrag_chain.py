@@ -135,3 +135,28 @@ def test_the_lead_keeps_the_first_two_hops_best_above_chain_support(kb):
     assert led[0].details["score"] == pytest.approx(0.731 + 0.2 * 1 + 0.2, abs=0.01)
     assert led[0].details["score"] < led[1].details["score"]
     assert _steps(led, "lead")[0]["chunks"] == [h.provenance.chunk_id for h in led[:2]]
+
+
+def test_the_leads_sources_are_titles_so_paragraphs_of_one_article_are_one(db):
+    """_sources on a real index: MuSiQue-like, an article's two paragraphs are
+    two documents with one title; the lead counts them as one source. Without a
+    title index each document is its own, and a chunk the index does not hold
+    (outside a filter) is its own too."""
+    from pgrag.methods.tigrag import _sources
+    from pgrag.titles import title_index
+
+    kb = db.corpus("paragraphs")
+    kb.ingest([{"id": "africa-1", "title": "Africa", "text": "Africa is the second-largest continent."},
+               {"id": "africa-2", "title": "Africa", "text": "The Sahara is the largest hot desert of Africa."},
+               {"id": "near-east", "title": "Near East", "text": "The Near East lies around the eastern Mediterranean."}],
+              progress=False)
+    ctx = kb.context(False)
+    graph, postings, _ = ctx.ranking_index()
+    chunks = {h.provenance.external_id: h.provenance.chunk_id
+              for h in kb.retrieve("Africa Near East continent desert", method="bm25", k=10)}
+    ids = [chunks["africa-1"], chunks["africa-2"], chunks["near-east"], 10**9]
+    by_title = _sources(postings, title_index(ctx.db, ctx.id, graph.version), ids)
+    assert by_title[ids[0]] == by_title[ids[1]] == "Africa"
+    assert len({by_title[c] for c in ids}) == 3
+    by_document = _sources(postings, None, ids)
+    assert len({by_document[c] for c in ids}) == 4

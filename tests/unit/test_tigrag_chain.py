@@ -106,6 +106,10 @@ def _scored(chunk_id: int, hop: int, score: float, plain: float | None = None) -
                    plain=score if plain is None else plain)
 
 
+def _own(chunk_ids: list[int]) -> dict[int, object]:
+    return {c: c for c in chunk_ids}
+
+
 def test_the_lead_is_the_first_two_hops_best_without_chain_support():
     """Hand-checked. Chunk 3 tops hop 2 only by its chain support (0.5 without it);
     chunk 5 tops hop 3. Merged, they tie with the hops' direct evidence at 1; the
@@ -115,11 +119,28 @@ def test_the_lead_is_the_first_two_hops_best_without_chain_support():
                 [_scored(3, 2, 1.0, plain=0.5), _scored(4, 2, 0.9)],
                 [_scored(5, 3, 1.0)]]
     settings = PRESETS["tigrag"]
-    assert _lead(rankings[:2], settings) == [1, 4]
-    assert _lead(rankings[:2], dataclasses.replace(settings, lead=3)) == [1, 4, 2]
-    assert _lead(rankings[:2], dataclasses.replace(settings, lead=0)) == []
+    assert _lead(rankings[:2], settings, _own) == [1, 4]
+    assert _lead(rankings[:2], dataclasses.replace(settings, lead=3), _own) == [1, 4, 2]
+    assert _lead(rankings[:2], dataclasses.replace(settings, lead=0), _own) == []
     # merged by score, chain support and the third hop would take places 2 and 3
     assert [s.chunk_id for s in _merge(rankings, normalise=True)] == [1, 3, 5, 4, 2]
+
+
+def test_the_lead_takes_one_chunk_a_source():
+    """Hand-checked, the rankings above. By their own scores, over each hop's best,
+    the order is 1 (1.0, hop 1), 4 (0.9 / 0.9, hop 2), 2 (0.8), 3 (0.5 / 0.9).
+    When chunks 1 and 4 are paragraphs of one article (one title), the second
+    place goes to chunk 2, the best of another source, and chunk 4 does not lead."""
+    rankings = [[_scored(1, 1, 1.0), _scored(2, 1, 0.8)],
+                [_scored(3, 2, 1.0, plain=0.5), _scored(4, 2, 0.9)]]
+    titles = {1: "Africa", 4: "Africa", 2: "Near East", 3: "Asia"}
+
+    def source(chunk_ids: list[int]) -> dict[int, object]:
+        return {c: titles[c] for c in chunk_ids}
+
+    settings = PRESETS["tigrag"]
+    assert _lead(rankings, settings, source) == [1, 2]
+    assert _lead(rankings, dataclasses.replace(settings, lead=3), source) == [1, 2, 3]
 
 
 def test_with_titles_adds_the_titles_a_text_names_exactly_after_the_entities():
