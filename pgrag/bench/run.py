@@ -30,7 +30,7 @@ class EvalRun:
 def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions: Sequence[evaluate.Question],
              method_names: list[str], *, ks: Sequence[int], llm: "LLMSettings", depth: int | None = None,
              extract: str | None = None, oracle: bool = False, failures: Path | None = None,
-             progress: bool = True) -> EvalRun:
+             progress: bool = True, keep_cache: bool = False) -> EvalRun:
     """Compare ``method_names`` on the corpus of ``corpus_file`` (indexed once,
     then reused) and ``questions``, loaded from ``questions_file`` (the oracle
     reads their gold evidence there).
@@ -38,7 +38,14 @@ def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions:
     The answering methods get ``llm`` when it is configured, or with ``oracle``
     the oracle reader (pgrag.bench.oracle), whose failed questions are written
     to ``failures`` (JSONL) when given. Methods that search propositions get a
-    spaCy extraction unless ``extract`` names another extractor."""
+    spaCy extraction unless ``extract`` names another extractor.
+
+    The model runtime's vector cache is off while the methods run, unless
+    ``keep_cache`` (pgrag.bench.timing.cache): the methods ask the same
+    questions in turn, and the later ones would find the question's vector
+    there and report a latency without its encoding."""
+    from .timing.cache import runtime_cache
+
     name = evaluate.corpus_name_for(corpus_file)
     with contextlib.ExitStack() as stack:
         server = None
@@ -56,9 +63,10 @@ def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions:
             extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
         kb, corpus = evaluate.prepare_corpus(db, corpus_file, extract=extract, methods=method_names,
                                              llm=None if oracle else client, progress=progress)
-        report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=client,
-                                   progress=progress, traces=oracle, reader="oracle" if oracle else None)
-        data = report.to_json()
+        with runtime_cache(db.dsn, keep_cache) as cache:
+            report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=client,
+                                       progress=progress, traces=oracle, reader="oracle" if oracle else None)
+        data = {**report.to_json(), **cache}
         if server is None:
             return EvalRun(data=data)
         records = oracle_mod.failures(data, server.oracle.log)

@@ -49,12 +49,15 @@ from .common import (
 @click.option("--failures", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --oracle: write the loop methods' failed questions (trace, oracle calls, where the "
                    "evidence was lost) as JSONL here (default: next to --out, *.failures.jsonl).")
+@click.option("--runtime-cache/--no-runtime-cache", "keep_cache", default=False, show_default=True,
+              help="Keep the model runtime's vector cache on while the methods run; by default it is off, so "
+                   "that a method asked a question after another pays for its own encoding in its latency.")
 @llm_options
 @dsn_option
 def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
                  depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
                  plot: Path | None, progress: bool, extract: str | None, oracle: bool, failures: Path | None,
-                 llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
+                 keep_cache: bool, llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
     """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
 
     The corpus is indexed once, under a name derived from the file's content, and
@@ -84,7 +87,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     questions = questions[:limit] if limit else questions
     run = run_eval(open_database(dsn), corpus_file, questions_file, questions, method_names, ks=ks,
                    llm=llm_settings(llm_base_url, llm_model), depth=depth, extract=extract, oracle=oracle,
-                   failures=failures, progress=progress)
+                   failures=failures, progress=progress, keep_cache=keep_cache)
     if run.oracle_errors:
         click.echo(f"oracle: {len(run.oracle_errors)} requests refused, e.g. {run.oracle_errors[0]}", err=True)
     text = markdown_report(run.data)

@@ -203,6 +203,35 @@ def test_a_benchmark_runs_with_the_cache_off_and_sets_it_back(runtime, database_
         model_client.client(target).request("POST", "/pgrag/v1/cache", {"size": -1})
 
 
+def test_eval_runs_its_methods_with_the_cache_off(runtime, database_uri, tmp_path, monkeypatch):
+    """pgrag eval asks each question once a method: with the vector cache on,
+    hybrid would find dense's vector of the question there and report a latency
+    without its encoding. So the cache is off while the methods run (and as
+    before after); --runtime-cache keeps it."""
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    monkeypatch.setenv("PGRAG_MODEL_RUNTIME", f"unix:{runtime}")
+    corpus, questions = tmp_path / "corpus.json", tmp_path / "questions.jsonl"
+    corpus.write_text(json.dumps(WIKI[:4]))
+    questions.write_text(json.dumps({"id": "1", "question": f"{QUESTION} {time.time_ns()}", "answer": "Ermengarde",
+                                     "supporting_titles": ["Lothair II"]}))
+    out = tmp_path / "eval.json"
+    base = ["eval", "--corpus-file", str(corpus), "--questions", str(questions), "--methods", "dense,hybrid",
+            "--no-progress", "--out", str(out), "--dsn", database_uri]
+    runs = {}
+    for cache in ("--no-runtime-cache", "--runtime-cache"):
+        before = wait_healthy(runtime)["cache"]["hits"]
+        result = CliRunner().invoke(main, [*base, cache], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        runs[cache] = (json.loads(out.read_text())["runtime_cache"], wait_healthy(runtime)["cache"]["hits"] - before)
+        assert wait_healthy(runtime)["cache"]["size"] == 4096
+    assert runs["--no-runtime-cache"] == ("off", 0)
+    kept, hits = runs["--runtime-cache"]
+    assert kept == "kept" and hits > 0      # the warm-up's and dense's question, asked again
+
+
 def test_a_retrieval_tells_the_runtime_when_its_question_began(runtime, kb, database_uri):
     """Every runtime call of pgrag.retrieve carries its question's start
     (model_client.one_request), so that the runtime serves a second hop before
