@@ -324,7 +324,8 @@ def musique_section() -> list[str]:
                                              f"dense)" for name, r in q[b].items()) for b in benches) + ". "
             + run44["latency_note"], "",
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
-            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only). Three "
+            "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only: the last "
+            "seven rows' with the model runtime's vector cache off, the rows above with it on). Three "
             "rows follow on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
             "with them, and with their links; five on the default before bridges "
             "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together; the last "

@@ -148,7 +148,7 @@ def test_the_leads_sources_are_titles_so_paragraphs_of_one_article_are_one(db):
     kb = db.corpus("paragraphs")
     kb.ingest([{"id": "africa-1", "title": "Africa", "text": "Africa is the second-largest continent."},
                {"id": "africa-2", "title": "Africa", "text": "The Sahara is the largest hot desert of Africa."},
-               {"id": "near-east", "title": "Near East", "text": "The Near East lies around the eastern Mediterranean."}],
+               {"id": "near-east", "title": "Near East", "text": "The Near East lies by the eastern Mediterranean."}],
               progress=False)
     ctx = kb.context(False)
     graph, postings, _ = ctx.ranking_index()
