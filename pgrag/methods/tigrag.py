@@ -375,15 +375,17 @@ def _lead(rankings: list[list[_Scored]], settings: TigragSettings,
         if s.chunk_id not in best or score > best[s.chunk_id][0]:
             best[s.chunk_id] = (score, s.hop)
     order = sorted(best, key=lambda c: (-best[c][0], best[c][1], c))
-    sources = source(order)
     out: list[int] = []
     held: set[object] = set()
-    for c in order:
-        if sources[c] not in held:
-            held.add(sources[c])
-            out.append(c)
-            if len(out) == settings.lead:
-                break
+    for start in range(0, len(order), 16):     # the sources of the first few chunks, not of every one
+        block = order[start:start + 16]
+        sources = source(block)
+        for c in block:
+            if sources[c] not in held:
+                held.add(sources[c])
+                out.append(c)
+                if len(out) == settings.lead:
+                    return out
     return out
 
 

@@ -141,6 +141,10 @@ def test_the_lead_takes_one_chunk_a_source():
     settings = PRESETS["tigrag"]
     assert _lead(rankings, settings, source) == [1, 2]
     assert _lead(rankings, dataclasses.replace(settings, lead=3), source) == [1, 2, 3]
+    # the second source may come after many chunks of the first (the sources are read in blocks)
+    many = [[_scored(c, 1, 1.0 - c / 100) for c in range(1, 41)]]
+    one_article = {c: "Africa" if c < 35 else "Near East" for c in range(1, 41)}
+    assert _lead(many, settings, lambda ids: {c: one_article[c] for c in ids}) == [1, 35]
 
 
 def test_with_titles_adds_the_titles_a_text_names_exactly_after_the_entities():
