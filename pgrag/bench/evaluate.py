@@ -85,7 +85,7 @@ class MethodResult:
     rounds: float | None = None         # mean retrieval rounds per question (the LLM loops)
     resolved: float | None = None       # T2RAG: percent of questions whose placeholders were all resolved
     intervals: dict[int, tuple[float, float]] = field(default_factory=dict)   # k -> 95 % bootstrap interval
-    by_type: dict[str, dict[str, float]] = field(default_factory=dict)   # question type -> questions, recall@k
+    by_type: dict[str, dict[str, Any]] = field(default_factory=dict)   # type -> questions, recall@k, interval@k
 
 
 @dataclass(kw_only=True)
@@ -126,9 +126,15 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         resolved=None if r.resolved is None else round(r.resolved, 2),
     )
     out.update({f"interval@{k}": [round(lo, 2), round(hi, 2)] for k, (lo, hi) in r.intervals.items()})
-    out["recall_by_type"] = {t: {key: (v if key == "questions" else round(v, 2)) for key, v in values.items()}
-                             for t, values in r.by_type.items()}
+    out["recall_by_type"] = {t: {key: _rounded(v) for key, v in values.items()} for t, values in r.by_type.items()}
     return out
+
+
+def _rounded(value: Any) -> Any:
+    """A count as it is, a recall to 2 places, an interval as a list of two."""
+    if isinstance(value, tuple):
+        return [round(v, 2) for v in value]
+    return value if isinstance(value, int) else round(value, 2)
 
 
 def questions_path(out: Path) -> Path:
@@ -309,7 +315,7 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         rounds=mean("rounds"),
         resolved=None if resolved is None else resolved * 100,
         intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in ks if k in INTERVAL_KS},
-        by_type=recall_by_type(rows, ks),
+        by_type=recall_by_type(rows, ks, [k for k in ks if k in INTERVAL_KS]),
     )
 
 

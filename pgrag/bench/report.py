@@ -57,18 +57,22 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 
 def type_table(report: dict[str, Any]) -> str:
-    """Recall@k per question type, a row per method and type (empty when no
-    method of the report has types)."""
+    """Recall@k per question type, a row per method and type, with the type's
+    95 % intervals where the report has them (empty when no method of the
+    report has types)."""
     keys = recall_keys(report)
     rows = [(name, t, values) for name, m in report["methods"].items()
             for t, values in (m.get("recall_by_type") or {}).items()]
     if not rows:
         return ""
-    header = ["method", "type", "questions", *(k.replace("recall@", "R@") for k in keys)]
+    intervals = [f"interval@{k}" for k in report.get("ks", (2, 5))
+                 if any(f"interval@{k}" in values for _, _, values in rows)]
+    header = ["method", "type", "questions", *(k.replace("recall@", "R@") for k in keys),
+              *(k.replace("interval@", "R@") + " 95 %" for k in intervals)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, t, values in rows:
-        lines.append("| " + " | ".join([name, t, str(values["questions"]), *(_fmt(values.get(k)) for k in keys)])
-                     + " |")
+        lines.append("| " + " | ".join([name, t, str(values["questions"]), *(_fmt(values.get(k)) for k in keys),
+                                        *(_interval(values.get(k)) for k in intervals)]) + " |")
     return "\n".join(lines)
 
 

@@ -25,15 +25,18 @@ def test_table_shows_intervals_and_recall_by_type():
     method = {"recall@2": 50.0, "recall@5": 75.0, "interval@2": [40.0, 60.0], "interval@5": [66.5, 83.25],
               "em": None, "f1": None, "latency_ms_p50": 1.0, "latency_ms_p95": 2.0, "llm_prompt_tokens": 0,
               "llm_completion_tokens": 0,
-              "recall_by_type": {"2hop": {"questions": 3, "recall@2": 66.67, "recall@5": 100.0},
+              "recall_by_type": {"2hop": {"questions": 3, "recall@2": 66.67, "recall@5": 100.0,
+                                          "interval@2": [33.33, 100.0], "interval@5": [100.0, 100.0]},
                                  "3hop": {"questions": 1, "recall@2": 0.0, "recall@5": 0.0}}}
     report = {"questions": 4, "ks": [2, 5], "depth": 20, "methods": {"tigrag": method},
               "corpus": {"file": "c.json", "documents": 1, "chunks": 1, "embedding_model": "m", "index_seconds": 1}}
     table = markdown_table(report)
     assert table.startswith("| method | R@2 | R@5 | EM | F1 |") and "| R@2 95 % | R@5 95 % |" in table
     assert "| tigrag | 50.0 | 75.0 |" in table and "| 40.0–60.0 | 66.5–83.2 |" in table
-    assert type_table(report).splitlines()[2:] == ["| tigrag | 2hop | 3 | 66.7 | 100.0 |",
-                                                   "| tigrag | 3hop | 1 | 0.0 | 0.0 |"]
+    types = type_table(report).splitlines()
+    assert types[0] == "| method | type | questions | R@2 | R@5 | R@2 95 % | R@5 95 % |"
+    assert types[2:] == ["| tigrag | 2hop | 3 | 66.7 | 100.0 | 33.3–100.0 | 100.0–100.0 |",
+                         "| tigrag | 3hop | 1 | 0.0 | 0.0 | – | – |"]
     assert "Recall@k by question type" in markdown_report(report)
     # a report written before the intervals existed renders as before
     old = {**report, "methods": {"tigrag": {k: v for k, v in method.items()

@@ -131,3 +131,13 @@ def test_recall_by_type_hand_computed():
         "untyped": {"questions": 1, "recall@2": 25.0, "recall@5": 50.0},
     }
     assert recall_by_type([], [2]) == {}
+
+
+def test_recall_by_type_gives_each_type_its_own_interval():
+    rows = ([{"type": "2hop", "recall@5": 100.0}] * 9 + [{"type": "2hop", "recall@5": 0.0}]
+            + [{"type": "4hop", "recall@5": 50.0}] * 3)
+    by_type = recall_by_type(rows, [5], intervals=[5])
+    assert by_type["2hop"]["interval@5"] == bootstrap_interval([100.0] * 9 + [0.0])
+    assert by_type["2hop"]["interval@5"] == (70.0, 100.0)    # one miss in ten questions: 30 points wide
+    assert by_type["4hop"]["interval@5"] == (50.0, 50.0)   # every question alike: no spread
+    assert "interval@5" not in recall_by_type(rows, [5])["2hop"]
