@@ -317,6 +317,12 @@ def musique_section() -> list[str]:
     out += ["", "By hops on MuSiQue (the questions' `type`; R@5, and R@2 in brackets):", "",
             "| method | " + " | ".join(run44["hops"]) + " |", "|---|" + "---|" * len(run44["hops"])]
     out += by_hops_rows(run44["eval"]["musique"], run44["hops"])
+    types = run44["eval"]["musique"]["tigrag"]["recall_by_type"]
+    if all("interval@5" in types[t] for t in run44["hops"]):
+        out += ["", "tigrag's R@5 95 % interval by hops, each over its own questions (the report's "
+                "`recall_by_type`): " + ", ".join(
+                    f"{t} {types[t]['interval@5'][0]:.1f}–{types[t]['interval@5'][1]:.1f} "
+                    f"({types[t]['questions']} questions)" for t in run44["hops"]) + "."]
     q = run44["queries"]
     out += ["", "One `pgrag bench queries` run per benchmark (`--methods dense,tigrag,tigrag-paper`, the methods "
             "taking turns on each question): " + "; ".join(
