@@ -304,6 +304,7 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
 
     latencies = [r["latency_ms"] for r in rows]
     resolved = mean("resolved")
+    interval_ks = [k for k in ks if k in INTERVAL_KS]
     return MethodResult(
         recall={k: mean(f"recall@{k}") or 0.0 for k in ks},
         em=mean("em"), f1=mean("f1"),
@@ -314,8 +315,8 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         outcomes=_count_outcomes(rows),
         rounds=mean("rounds"),
         resolved=None if resolved is None else resolved * 100,
-        intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in ks if k in INTERVAL_KS},
-        by_type=recall_by_type(rows, ks, [k for k in ks if k in INTERVAL_KS]),
+        intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in interval_ks},
+        by_type=recall_by_type(rows, ks, interval_ks),
     )
 
 
