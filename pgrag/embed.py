@@ -285,8 +285,34 @@ def _remote(target: Endpoint, name: str) -> Embedder:
     return RemoteEmbedder(target, name)
 
 
+_LOADED: list[Embedder] = []     # the models _embedder loaded in this process, in order
+
+
+def loaded_here() -> list[dict[str, object]]:
+    """Each model this process loaded: its engine ("torch", "onnx", "random")
+    and the threads it computes on (torch's pool, or ONNX Runtime's intra-op
+    threads; None: the engine's default, every core)."""
+    out: list[dict[str, object]] = []
+    for model in _LOADED:
+        backend = getattr(model, "backend", "random")
+        if backend == "torch":
+            import torch
+
+            threads: int | None = torch.get_num_threads()
+        else:
+            threads = getattr(model, "threads", None)
+        out.append({"backend": backend, "threads": threads})
+    return out
+
+
 @lru_cache(maxsize=4)
 def _embedder(name: str, precision: str, backend: str, threads: int | None = None) -> Embedder:
+    model = _load(name, precision, backend, threads)
+    _LOADED.append(model)
+    return model
+
+
+def _load(name: str, precision: str, backend: str, threads: int | None) -> Embedder:
     random = _RANDOM.fullmatch(name)
     if random is not None:
         return RandomEmbedder(name, int(random.group(1)))

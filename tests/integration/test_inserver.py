@@ -68,20 +68,22 @@ def test_the_server_runs_pgrag_from_the_recorded_path(conn):
     assert path and ping["pgrag"].startswith(path[0])
 
 
-def _torch_threads_after_a_call(uri: str, options: str = "") -> int:
+def _model_threads_after_a_call(uri: str, options: str = "") -> int:
     """A fresh backend embeds a question in process (not through the session's
-    model runtime), then says how many threads its torch uses."""
+    model runtime), then says how many threads its model computes on: torch's,
+    or ONNX Runtime's where the backend can read the export cache."""
     with psycopg.connect(uri, autocommit=True, options=f"-c pgrag.model_runtime=inprocess {options}") as c:
         c.execute("SELECT pgrag.embed('wiki', 'Lothair II')").fetchone()
-        return c.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["torch_threads"]
+        (model,) = c.execute("SELECT pgrag_internal._py('ping', '{}')").fetchone()[0]["models"]
+        return model["threads"]
 
 
 @pytest.mark.slow
 def test_a_backend_runs_its_model_on_one_thread_unless_its_session_asks(wiki_uri):
     # One thread a backend by default: many backends share the cores (on a
-    # multi-core machine torch would start one thread per core in each).
-    assert _torch_threads_after_a_call(wiki_uri) == 1
-    assert _torch_threads_after_a_call(wiki_uri, options="-c pgrag.torch_threads=3") == 3
+    # multi-core machine torch or ONNX Runtime would start one thread per core in each).
+    assert _model_threads_after_a_call(wiki_uri) == 1
+    assert _model_threads_after_a_call(wiki_uri, options="-c pgrag.torch_threads=3") == 3
 
 
 @pytest.mark.parametrize("method", methods.names())
