@@ -792,12 +792,24 @@ def render() -> str:
     return "\n".join(out)
 
 
+def dump_runs(value: object, indent: str = "") -> str:
+    """runs.json's text: one key or item a line, but a list of plain values on one line
+    (an interval, a command's options), which keeps the folder within its size limit."""
+    inner = indent + " "
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {dump_runs(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return "[\n" + ",\n".join(inner + dump_runs(v, inner) for v in value) + "\n" + indent + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def fold(paths: list[Path]) -> None:
     """Move measured runs that the docs quote by hand into runs.json, each under its file's stem."""
     runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
     for path in paths:
         runs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-    RUNS.write_text(json.dumps(runs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    RUNS.write_text(dump_runs(runs) + "\n", encoding="utf-8")
     for path in paths:
         if path.resolve() != RUNS.resolve():
             path.unlink()

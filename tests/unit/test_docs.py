@@ -57,15 +57,20 @@ def test_the_readme_and_scaling_stay_short():
     assert len((DOCS / "SCALING.md").read_text(encoding="utf-8").splitlines()) <= 400
 
 
-def test_benchmarks_doc_is_generated_not_edited():
-    """docs/BENCHMARKS.md is exactly what scripts/benchmarks.py renders from the
-    saved measurements (docs/benchmarks/*.json)."""
+def benchmarks_script():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("benchmarks_script", ROOT / "scripts" / "benchmarks.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmarks_doc_is_generated_not_edited():
+    """docs/BENCHMARKS.md is exactly what scripts/benchmarks.py renders from the
+    saved measurements (docs/benchmarks/*.json)."""
+    module = benchmarks_script()
     assert (DOCS / "BENCHMARKS.md").read_text(encoding="utf-8") == module.render() + "\n"
     for line in module.COMMANDS.values():
         path = " ".join(line.split()[:3]) if line.split()[1] == "bench" else " ".join(line.split()[:2])
@@ -93,6 +98,13 @@ def test_every_run_in_runs_json_is_indexed_and_quoted_by_a_page():
     text = "\n".join(p.read_text(encoding="utf-8").replace(index, "") for p in DOCS.glob("*.md"))
     assert runs and [k for k in runs if f"`{k}`" not in index] == []
     assert [k for k in runs if k not in text] == []
+
+
+def test_runs_json_is_written_compact():
+    """runs.json keeps the layout of scripts/benchmarks.py's dump_runs (lists of plain
+    values on one line): a json.dumps(indent=1) rewrite grows it past the size limit."""
+    text = (BENCHMARKS / "runs.json").read_text(encoding="utf-8")
+    assert text == benchmarks_script().dump_runs(json.loads(text)) + "\n"
 
 
 def test_data_and_scripts_stay_lean():
