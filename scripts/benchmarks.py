@@ -386,34 +386,32 @@ def heldout_section() -> list[str]:
     run, run44 = runs.get("heldout"), runs.get("musique_issue44")
     if not run or not run44:
         return []
-    sets = {"musique": "MuSiQue", "hotpotqa": "HotpotQA"}
-    ev = {b: run["eval"][b]["methods"] for b in sets}
+    ev = {b: e["methods"] for b, e in run["eval"].items()}
+    kinds = {"musique": "MuSiQue train", "musique_dev": "MuSiQue dev", "hotpotqa": "HotpotQA"}
+    sets = {b: f"{kinds[b]} ({e['questions']})" for b, e in run["eval"].items()}
+    musique = [b for b in sets if b.startswith("musique")]
+    left_out = " and ".join(f"{n} of the {kinds[b]} questions" for b, n in run["left_out"].items())
     out = ["## Questions outside the tuning sets (issue 44)", "", "```", *run["commands"], "```", "",
-           f"Two question sets no setting of pgrag was tuned on, from {run['source']}. "
-           f"`pgrag bench convert` makes each set's passages one corpus ({run['eval']['musique']['documents']:,} "
-           f"and {run['eval']['hotpotqa']['documents']:,} passages), so every question is asked against all the "
-           f"others' passages too, as in HippoRAG's setting. {run['left_out']['musique']} of the MuSiQue questions "
-           "are also among ../shared/bench/musique's 102 and are left out (`--without`), which leaves "
-           f"{run['eval']['musique']['questions']}; HotpotQA ({run['eval']['hotpotqa']['questions']} questions) is "
+           f"Question sets no setting of pgrag was tuned on, from {run['source']}. `pgrag bench convert` makes "
+           "each set's passages one corpus (" + ", ".join(f"{sets[b]}: {e['documents']:,} passages"
+                                                          for b, e in run["eval"].items()) +
+           "), so every question is asked against all the others' passages too, as in HippoRAG's setting. "
+           f"{left_out} are also among ../shared/bench/musique's 102 and are left out (`--without`); HotpotQA is "
            "a third benchmark, 2-hop (bridge and comparison questions). 20 chunks a question, MiniLM, CPU; "
            "R@5 95 % is the percentile bootstrap interval over the questions (1,000 resamples, seed 0). Run "
            "`heldout` of runs.json.", "",
-           "| method | " + " | ".join(f"{sets[b]} {col}" for b in sets
-                                      for col in ("R@2", "R@5", "R@10", "R@20", "R@5 95 %")) + " |",
-           "|---|" + "---|" * 10]
-    for method in ev["musique"]:
-        cells = []
-        for b in sets:
-            m = ev[b][method]
-            cells += [f"{m[f'recall@{k}']:.1f}" for k in (2, 5, 10, 20)]
-            cells.append(f"{m['interval@5'][0]:.1f}–{m['interval@5'][1]:.1f}")
-        out.append(f"| {method} | " + " | ".join(cells) + " |")
-    by_type = {method: m["recall_by_type"] for method, m in ev["musique"].items()}
-    hops = sorted(by_type["tigrag"])
-    out += ["", "By hops on these MuSiQue questions (R@5, and R@2 in brackets):", "",
-            "| method | " + " | ".join(f"{t} ({by_type['tigrag'][t]['questions']} questions)" for t in hops) + " |",
-            "|---|" + "---|" * len(hops)]
-    out += by_hops_rows(ev["musique"], hops)
+           "| set | method | R@2 | R@5 | R@10 | R@20 | R@5 95 % |", "|---|---|---|---|---|---|---|"]
+    for b in sets:
+        for method, m in ev[b].items():
+            out.append(f"| {sets[b]} | {method} | " + " | ".join(f"{m[f'recall@{k}']:.1f}" for k in (2, 5, 10, 20))
+                       + f" | {m['interval@5'][0]:.1f}–{m['interval@5'][1]:.1f} |")
+    for b in musique:
+        by_type = ev[b]["tigrag"]["recall_by_type"]
+        hops = sorted(by_type)
+        out += ["", f"By hops on the {sets[b]} questions (R@5, and R@2 in brackets):", "",
+                "| method | " + " | ".join(f"{t} ({by_type[t]['questions']} questions)" for t in hops) + " |",
+                "|---|" + "---|" * len(hops)]
+        out += by_hops_rows(ev[b], hops)
     out += ["", "Issue 44's levers on these questions (`scripts/tune_tigrag.py --bench heldout/<set>` with the "
             "options of the row; paired: " + run["paired"] + "):", "",
             "| set | tigrag | options | R@2 | R@5 | R@10 | R@20 | paired R@2 | paired R@5 |",
@@ -426,20 +424,18 @@ def heldout_section() -> list[str]:
             out.append(f"| {sets[b]} | {row['row']} | {options} | {row['R@2']} | {row['R@5']} "
                        f"| {row['R@10']} | {row['R@20']} | {paired[0]} | {paired[1]} |")
     tuned = run44["eval"]["musique"]
-    before = run["levers"]["musique"][-1]
-    out += ["", f"On MuSiQue questions it never saw, the default holds its level on the 102 it was tuned on: "
-            f"R@2 / R@5 {ev['musique']['tigrag']['recall@2']:.1f} / {ev['musique']['tigrag']['recall@5']:.1f} "
-            f"here, {tuned['tigrag']['recall@2']:.1f} / {tuned['tigrag']['recall@5']:.1f} there (dense "
-            f"{ev['musique']['dense']['recall@2']:.1f} / {ev['musique']['dense']['recall@5']:.1f} here, "
-            f"{tuned['dense']['recall@2']:.1f} / {tuned['dense']['recall@5']:.1f} there; run `musique_issue44`). "
-            f"Issue 44's levers together gain R@2 {before['paired_R@2'][0]:+.1f} and R@5 "
-            f"{before['paired_R@5'][0]:+.1f} here (on the 102: {tuned['tigrag (before)']['recall@2']:.1f} / "
-            f"{tuned['tigrag (before)']['recall@5']:.1f} to {tuned['tigrag']['recall@2']:.1f} / "
-            f"{tuned['tigrag']['recall@5']:.1f}). "
-            + ("Both intervals lie above zero: the gain is not an artefact of tuning on the 102. "
-               if before["paired_R@2"][1] > 0 and before["paired_R@5"][1] > 0 else
-               "An interval reaches zero: these questions do not confirm the gain. ")
-            + "On HotpotQA they are neutral (both intervals across zero).", ""]
+    out += ["", f"On the 102 it was tuned on (run `musique_issue44`), tigrag's R@2 / R@5 are "
+            f"{tuned['tigrag']['recall@2']:.1f} / {tuned['tigrag']['recall@5']:.1f} and dense's "
+            f"{tuned['dense']['recall@2']:.1f} / {tuned['dense']['recall@5']:.1f}; issue 44's levers took tigrag "
+            f"there from {tuned['tigrag (before)']['recall@2']:.1f} / {tuned['tigrag (before)']['recall@5']:.1f}."]
+    for b in musique:
+        m, dense, before = ev[b]["tigrag"], ev[b]["dense"], run["levers"][b][-1]
+        above = before["paired_R@2"][1] > 0 and before["paired_R@5"][1] > 0
+        out[-1] += (f" On the {sets[b]} questions: tigrag {m['recall@2']:.1f} / {m['recall@5']:.1f}, dense "
+                    f"{dense['recall@2']:.1f} / {dense['recall@5']:.1f}; the levers together gain R@2 "
+                    f"{before['paired_R@2'][0]:+.1f} and R@5 {before['paired_R@5'][0]:+.1f}, "
+                    + ("both intervals above zero." if above else "an interval reaching zero."))
+    out += [""]
     for note in run["notes"]:
         out += [note, ""]
     return out
