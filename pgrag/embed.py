@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -285,15 +286,17 @@ def _remote(target: Endpoint, name: str) -> Embedder:
     return RemoteEmbedder(target, name)
 
 
-_LOADED: list[Embedder] = []     # the models _embedder loaded in this process, in order
+# The models _embedder loaded in this process, in order; weak, so that a model
+# its cache evicts is freed, not kept here.
+_LOADED: list[weakref.ref[Embedder]] = []
 
 
 def loaded_here() -> list[dict[str, object]]:
-    """Each model this process loaded: its engine ("torch", "onnx", "random")
-    and the threads it computes on (torch's pool, or ONNX Runtime's intra-op
+    """Each model this process holds: its name, its engine ("torch", "onnx",
+    "random") and the threads it computes on (torch's pool, or ONNX Runtime's intra-op
     threads; None: the engine's default, every core)."""
     out: list[dict[str, object]] = []
-    for model in _LOADED:
+    for model in filter(None, (ref() for ref in _LOADED)):
         backend = getattr(model, "backend", "random")
         if backend == "torch":
             import torch
@@ -301,14 +304,14 @@ def loaded_here() -> list[dict[str, object]]:
             threads: int | None = torch.get_num_threads()
         else:
             threads = getattr(model, "threads", None)
-        out.append({"backend": backend, "threads": threads})
+        out.append({"name": model.name, "backend": backend, "threads": threads})
     return out
 
 
 @lru_cache(maxsize=4)
 def _embedder(name: str, precision: str, backend: str, threads: int | None = None) -> Embedder:
     model = _load(name, precision, backend, threads)
-    _LOADED.append(model)
+    _LOADED.append(weakref.ref(model))
     return model
 
 

@@ -108,14 +108,12 @@ def ping(db: Any) -> dict[str, Any]:
 
     from . import __file__ as package_file
 
-    torch = sys.modules.get("torch")   # loaded by the first call that embeds in process
     heavy = ("torch", "sentence_transformers", "spacy", "sqlalchemy", "psycopg", "transformers")
     from . import embed, preload
 
     return {"python": sys.version.split()[0], "pgrag": os.path.dirname(package_file),
             "preloaded": preload.PRELOADED,
-            "torch_threads": torch.get_num_threads() if torch is not None else None,
-            "models": embed.loaded_here(),
+            "models": embed.loaded_here(),   # each with its engine and threads, once a call embeds in process
             "loaded": sorted(m for m in heavy if m in sys.modules)}
 
 
