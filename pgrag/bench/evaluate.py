@@ -25,6 +25,7 @@ from .metrics import (
     distinct_documents,
     exact_match,
     f1_score,
+    grouped_intervals,
     percentile,
     recall_at_k,
     recall_by_type,
@@ -85,6 +86,9 @@ class MethodResult:
     rounds: float | None = None         # mean retrieval rounds per question (the LLM loops)
     resolved: float | None = None       # T2RAG: percent of questions whose placeholders were all resolved
     intervals: dict[int, tuple[float, float]] = field(default_factory=dict)   # k -> 95 % bootstrap interval
+    # Where questions share gold passages: how many groups they form, and k -> the interval resampling groups.
+    groups: int | None = None
+    group_intervals: dict[int, tuple[float, float]] = field(default_factory=dict)
     by_type: dict[str, dict[str, Any]] = field(default_factory=dict)   # type -> questions, recall@k, interval@k
 
 
@@ -126,6 +130,9 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         resolved=None if r.resolved is None else round(r.resolved, 2),
     )
     out.update({f"interval@{k}": [round(lo, 2), round(hi, 2)] for k, (lo, hi) in r.intervals.items()})
+    if r.groups is not None:
+        out["groups"] = r.groups
+        out.update({f"group_interval@{k}": [round(lo, 2), round(hi, 2)] for k, (lo, hi) in r.group_intervals.items()})
     out["recall_by_type"] = {t: {key: _rounded(v) for key, v in values.items()} for t, values in r.by_type.items()}
     return out
 
@@ -305,6 +312,7 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
     latencies = [r["latency_ms"] for r in rows]
     resolved = mean("resolved")
     interval_ks = [k for k in ks if k in INTERVAL_KS]
+    grouped = grouped_intervals(rows, interval_ks)
     return MethodResult(
         recall={k: mean(f"recall@{k}") or 0.0 for k in ks},
         em=mean("em"), f1=mean("f1"),
@@ -316,6 +324,8 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         rounds=mean("rounds"),
         resolved=None if resolved is None else resolved * 100,
         intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in interval_ks},
+        groups=grouped.get("groups"),
+        group_intervals={k: grouped[f"group_interval@{k}"] for k in interval_ks if f"group_interval@{k}" in grouped},
         by_type=recall_by_type(rows, ks, interval_ks),
     )
 

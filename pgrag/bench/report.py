@@ -22,10 +22,18 @@ def recall_keys(report: dict[str, Any]) -> list[str]:
     return [f"recall@{k}" for k in report.get("ks", (2, 5))]
 
 
-def interval_keys(report: dict[str, Any]) -> list[str]:
-    """The ``interval@k`` keys some method of the report has (older reports have none)."""
-    return [f"interval@{k}" for k in report.get("ks", (2, 5))
-            if any(f"interval@{k}" in m for m in report["methods"].values())]
+def interval_keys(report: dict[str, Any], values: list[dict[str, Any]] | None = None) -> list[str]:
+    """The ``interval@k``, then ``group_interval@k``, keys that some method of
+    the report (or some of ``values``) has: older reports have none, and a set
+    whose questions share no gold passage no group intervals."""
+    held = list(report["methods"].values()) if values is None else values
+    return [f"{kind}@{k}" for kind in ("interval", "group_interval") for k in report.get("ks", (2, 5))
+            if any(f"{kind}@{k}" in m for m in held)]
+
+
+def _interval_header(key: str) -> str:
+    kind, k = key.split("@")
+    return f"R@{k} 95 %" + (" by group" if kind == "group_interval" else "")
 
 
 def _interval(value: Any) -> str:
@@ -40,7 +48,7 @@ def markdown_table(report: dict[str, Any]) -> str:
     n = max(report["questions"], 1)
     header = ["method", *(k.replace("recall@", "R@") for k in keys), "EM", "F1",
               "p50 ms", "p95 ms", "prompt tok/q", "completion tok/q",
-              *(k.replace("interval@", "R@") + " 95 %" for k in intervals)]
+              *(_interval_header(k) for k in intervals)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, m in report["methods"].items():
         cells = [name, *(_fmt(m[k]) for k in keys), _fmt(m["em"]), _fmt(m["f1"]),
@@ -65,13 +73,14 @@ def type_table(report: dict[str, Any]) -> str:
             for t, values in (m.get("recall_by_type") or {}).items()]
     if not rows:
         return ""
-    intervals = [f"interval@{k}" for k in report.get("ks", (2, 5))
-                 if any(f"interval@{k}" in values for _, _, values in rows)]
-    header = ["method", "type", "questions", *(k.replace("recall@", "R@") for k in keys),
-              *(k.replace("interval@", "R@") + " 95 %" for k in intervals)]
+    intervals = interval_keys(report, [values for _, _, values in rows])
+    grouped = any("groups" in values for _, _, values in rows)
+    header = ["method", "type", "questions", *(["groups"] if grouped else []),
+              *(k.replace("recall@", "R@") for k in keys), *(_interval_header(k) for k in intervals)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, t, values in rows:
-        lines.append("| " + " | ".join([name, t, str(values["questions"]), *(_fmt(values.get(k)) for k in keys),
+        counts = [str(values["questions"]), *([_fmt(values.get("groups", values["questions"]))] if grouped else [])]
+        lines.append("| " + " | ".join([name, t, *counts, *(_fmt(values.get(k)) for k in keys),
                                         *(_interval(values.get(k)) for k in intervals)]) + " |")
     return "\n".join(lines)
 
@@ -112,11 +121,20 @@ def markdown_report(report: dict[str, Any]) -> str:
         f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s); "
         f"{report['questions']} questions; each method returned {report['depth']} chunks, "
         f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent; R@k 95 % is a "
-        f"percentile bootstrap interval over the questions (1,000 resamples, seed 0).{reader}\n\n"
+        f"percentile bootstrap interval over the questions (1,000 resamples, seed 0){_groups_note(report)}."
+        f"{reader}\n\n"
         + markdown_table(report) + "\n"
         + ("\nRecall@k by question type:\n\n" + types + "\n" if types else "")
         + ("\nThe LLM loops:\n\n" + loops + "\n" if loops else "")
     )
+
+
+def _groups_note(report: dict[str, Any]) -> str:
+    groups = {m["groups"] for m in report["methods"].values() if "groups" in m}
+    if not groups:
+        return ""
+    return (f"; the {report['questions']} questions form {min(groups)} groups that share gold passages, and "
+            "\"by group\" resamples those groups (questions of a group succeed or fail together)")
 
 
 def plot_recall(report: dict[str, Any], path: Path) -> None:

@@ -42,3 +42,30 @@ def test_table_shows_intervals_and_recall_by_type():
     old = {**report, "methods": {"tigrag": {k: v for k, v in method.items()
                                             if not k.startswith("interval") and k != "recall_by_type"}}}
     assert "95 %" not in markdown_table(old) and type_table(old) == ""
+
+
+def test_tables_show_group_intervals_where_the_report_has_them():
+    from pgrag.bench.report import markdown_report, markdown_table, type_table
+
+    method = {"recall@2": 50.0, "recall@5": 75.0, "interval@2": [40.0, 60.0], "interval@5": [66.5, 83.25],
+              "groups": 3, "group_interval@2": [30.0, 70.0], "group_interval@5": [50.0, 90.0],
+              "em": None, "f1": None, "latency_ms_p50": 1.0, "latency_ms_p95": 2.0, "llm_prompt_tokens": 0,
+              "llm_completion_tokens": 0,
+              "recall_by_type": {"2hop": {"questions": 3, "recall@2": 66.67, "recall@5": 100.0,
+                                          "interval@2": [33.33, 100.0], "interval@5": [100.0, 100.0],
+                                          "groups": 2, "group_interval@2": [0.0, 100.0],
+                                          "group_interval@5": [100.0, 100.0]},
+                                 "3hop": {"questions": 1, "recall@2": 0.0, "recall@5": 0.0,
+                                          "interval@2": [0.0, 0.0], "interval@5": [0.0, 0.0]}}}
+    report = {"questions": 4, "ks": [2, 5], "depth": 20, "methods": {"tigrag": method},
+              "corpus": {"file": "c.json", "documents": 1, "chunks": 1, "embedding_model": "m", "index_seconds": 1}}
+    table = markdown_table(report)
+    assert "| R@2 95 % | R@5 95 % | R@2 95 % by group | R@5 95 % by group |" in table
+    assert "| 40.0–60.0 | 66.5–83.2 | 30.0–70.0 | 50.0–90.0 |" in table
+    types = type_table(report).splitlines()
+    assert types[0] == ("| method | type | questions | groups | R@2 | R@5 | R@2 95 % | R@5 95 % "
+                        "| R@2 95 % by group | R@5 95 % by group |")
+    assert types[2:] == [
+        "| tigrag | 2hop | 3 | 2 | 66.7 | 100.0 | 33.3–100.0 | 100.0–100.0 | 0.0–100.0 | 100.0–100.0 |",
+        "| tigrag | 3hop | 1 | 1 | 0.0 | 0.0 | 0.0–0.0 | 0.0–0.0 | – | – |"]
+    assert "the 4 questions form 3 groups that share gold passages" in markdown_report(report)

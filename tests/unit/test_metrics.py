@@ -13,6 +13,7 @@ from pgrag.bench.metrics import (
     distinct_documents,
     exact_match,
     f1_score,
+    gold_groups,
     normalize_answer,
     percentile,
     recall_at_k,
@@ -141,3 +142,40 @@ def test_recall_by_type_gives_each_type_its_own_interval():
     assert by_type["2hop"]["interval@5"] == (70.0, 100.0)    # one miss in ten questions: 30 points wide
     assert by_type["4hop"]["interval@5"] == (50.0, 50.0)   # every question alike: no spread
     assert "interval@5" not in recall_by_type(rows, [5])["2hop"]
+
+
+def test_gold_groups_join_questions_that_share_a_gold_title_even_through_others():
+    golds = [["A", "B"], ["C"], ["B", "D"], ["D", "E"], ["F"], ["C", "G"]]
+    # q0-q2 share B, q2-q3 share D (so q0 and q3 are one group), q1-q5 share C, q4 alone
+    assert gold_groups(golds) == [0, 1, 0, 0, 4, 1]
+    assert gold_groups([["B"], ["A"], ["A", "B"]]) == [0, 0, 0]    # joined by a later question
+    assert gold_groups([]) == []
+
+
+def test_bootstrap_interval_by_group():
+    values = [0.0, 100.0] * 50
+    # one value a group: the same draws, so the same interval as without groups
+    assert bootstrap_interval(values, groups=list(range(100))) == bootstrap_interval(values)
+    # the same 100 values as 10 groups of 10 that succeed or fail together: as uncertain as
+    # 10 independent questions, so far wider than 100 would be
+    together = [0.0] * 50 + [100.0] * 50
+    lo, hi = bootstrap_interval(together, groups=[i // 10 for i in range(100)])
+    lo_q, hi_q = bootstrap_interval(together)
+    assert hi - lo > 2 * (hi_q - lo_q)
+    assert (lo, hi) == bootstrap_interval([0.0] * 5 + [100.0] * 5)
+    # groups of unequal size: each resample's mean is over the questions it drew
+    assert bootstrap_interval([100.0, 100.0, 100.0, 0.0], groups=[0, 0, 0, 1], resamples=1, seed=3) in (
+        (100.0, 100.0), (75.0, 75.0), (0.0, 0.0))
+    with pytest.raises(ValueError):
+        bootstrap_interval(values, groups=[0])
+
+
+def test_recall_by_type_adds_group_intervals_where_questions_share_gold():
+    rows = ([{"type": "4hop", "gold": ["A", "B"], "recall@5": 100.0}] * 5
+            + [{"type": "4hop", "gold": ["C", "D"], "recall@5": 0.0}] * 5
+            + [{"type": "2hop", "gold": [f"T{i}"], "recall@5": 50.0} for i in range(4)])
+    by_type = recall_by_type(rows, [5], intervals=[5])
+    assert by_type["4hop"]["groups"] == 2
+    assert by_type["4hop"]["group_interval@5"] == bootstrap_interval([100.0, 0.0])
+    assert by_type["4hop"]["group_interval@5"] != by_type["4hop"]["interval@5"]
+    assert "groups" not in by_type["2hop"] and "group_interval@5" not in by_type["2hop"]
