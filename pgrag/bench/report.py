@@ -130,10 +130,10 @@ def markdown_report(report: dict[str, Any]) -> str:
 
 
 def _groups_note(report: dict[str, Any]) -> str:
-    groups = {m["groups"] for m in report["methods"].values() if "groups" in m}
-    if not groups:
+    groups = next((m["groups"] for m in report["methods"].values() if "groups" in m), None)
+    if groups is None:
         return ""
-    return (f"; the {report['questions']} questions form {min(groups)} groups that share gold passages, and "
+    return (f"; the {report['questions']} questions form {groups} groups that share gold passages, and "
             "\"by group\" resamples those groups (questions of a group succeed or fail together)")
 
 
