@@ -311,7 +311,7 @@ def loaded_here() -> list[dict[str, object]]:
 @lru_cache(maxsize=4)
 def _embedder(name: str, precision: str, backend: str, threads: int | None = None) -> Embedder:
     model = _load(name, precision, backend, threads)
-    _LOADED.append(weakref.ref(model))
+    _LOADED[:] = [ref for ref in _LOADED if ref() is not None] + [weakref.ref(model)]   # no dead refs piling up
     return model
 
 

@@ -325,7 +325,7 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         resolved=None if resolved is None else resolved * 100,
         intervals={k: bootstrap_interval([r[f"recall@{k}"] for r in rows]) for k in interval_ks},
         groups=grouped.get("groups"),
-        group_intervals={k: grouped[f"group_interval@{k}"] for k in interval_ks if f"group_interval@{k}" in grouped},
+        group_intervals={k: grouped[f"group_interval@{k}"] for k in interval_ks} if grouped else {},
         by_type=recall_by_type(rows, ks, interval_ks),
     )
 
