@@ -44,7 +44,8 @@ Departures from the paper, on by default and off in the ``tigrag-paper`` preset
   two of the question's terms are still unanswered (``hops`` 3,
   ``remainder_stop`` 2); and the first two places go to the first two hops'
   best without that support, from two sources (``lead``, _lead), so the chain's
-  passages fill the places below the direct evidence.
+  passages fill the places below the direct evidence; the documents the
+  question names by title lead before the hops' best (``lead_named``).
 - through a model runtime, a hop's texts are encoded there while this process
   runs the hop's graph stage (Context.encode_later).
 
@@ -74,7 +75,7 @@ from . import tigrag_chain, tigrag_vectors
 from .spec import MethodSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Set
 
     from ..context import Context
 
@@ -158,7 +159,9 @@ class TigragSettings:
     hop_normalise: bool = True
     # The first `lead` places go to the first two hops' best chunks scored without chain support,
     # each from another title (_lead); chain support and the hops after the second order the rest.
+    # lead_named: the documents the question names by title (link_titles) take those places first.
     lead: int = 2
+    lead_named: bool = True
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.hops < 1 or self.iota < 1:
@@ -233,6 +236,7 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         linked = _linked_chunks(postings, links)
         trace.time("titles", t_link)
         trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
+    titled = set(linked)    # the chunks of the documents the question names (lead_named)
     question_vectors = ctx.encode_later([question], trace)
     vectors = question_vectors      # the rerank vectors of the next hop, when it needs them
     bonus: list[float] | None = None    # their context bonuses (context_weight)
@@ -308,7 +312,8 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
         vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
-    lead = (_lead(rankings[:2], settings, functools.partial(_sources, postings, titles))
+    lead = (_lead(rankings[:2], settings, functools.partial(_sources, postings, titles),
+                  titled if settings.lead_named else frozenset())
             if len(rankings) > 2 or settings.chain_weight else [])
     final = _merge(rankings, settings.hop_normalise)
     if lead:
@@ -356,7 +361,8 @@ def _merge(rankings: list[list[_Scored]], normalise: bool) -> list[_Scored]:
 
 
 def _lead(rankings: list[list[_Scored]], settings: TigragSettings,
-          source: "Callable[[list[int]], dict[int, object]]") -> list[int]:
+          source: "Callable[[list[int]], dict[int, object]]",
+          named: "Set[int]" = frozenset()) -> list[int]:
     """The chunks that lead the final ranking: the best ``settings.lead`` of the
     first two hops merged as _merge does, each chunk scored without chain
     support, one chunk a source (``source``: each chunk's title or document).
@@ -367,14 +373,22 @@ def _lead(rankings: list[list[_Scored]], settings: TigragSettings,
     hop from the top places. So the top keeps the hops' direct evidence, and
     the chain's passages fill the places below it. Two paragraphs of one
     article (MuSiQue stores each as a document of the same title) answer the
-    same hop, so the second place goes to another source."""
+    same hop, so the second place goes to another source.
+
+    The ``named`` chunks (of the documents the question names by title) lead
+    before the others, best first: a document the question names is evidence
+    the question asks for, while a later hop's best is the best guess at a
+    bridge. "Are the movies Wizards Of The Lost Kingdom and Final Exam (1981
+    Film), from the same country?" names both of its passages (2Wiki); without
+    this, the second hop's best (Roger Corman, whom the first film's passage
+    names) took the second place and "Final Exam (1981 film)" the fifth."""
     if not settings.lead:
         return []
     best: dict[int, tuple[float, int]] = {}
     for s, score in _scaled(rankings, settings.hop_normalise, lambda s: s.plain):
         if s.chunk_id not in best or score > best[s.chunk_id][0]:
             best[s.chunk_id] = (score, s.hop)
-    order = sorted(best, key=lambda c: (-best[c][0], best[c][1], c))
+    order = sorted(best, key=lambda c: (c not in named, -best[c][0], best[c][1], c))
     out: list[int] = []
     held: set[object] = set()
     for start in range(0, len(order), 16):     # the sources of the first few chunks, not of every one

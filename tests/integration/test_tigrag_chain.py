@@ -137,6 +137,21 @@ def test_the_lead_keeps_the_first_two_hops_best_above_chain_support(kb):
     assert _steps(led, "lead")[0]["chunks"] == [h.provenance.chunk_id for h in led[:2]]
 
 
+def test_the_documents_the_question_names_lead(kb):
+    """Hand-checked. A comparison names both of its passages by title; hop 1 links
+    Harbour Suite and Forest Suite, whose composers hop 2 links. Over each hop's
+    best, hop 2's best (Karl Brenner) scores 1 and Forest Suite 0.98 of hop 1's, so
+    without lead_named the composer took the second place; with it, the two named
+    documents lead, and the composers follow."""
+    question = "Which was first played earlier, the Harbour Suite or the Forest Suite?"
+    unnamed = kb.retrieve(question, method="tigrag", k=4, lead_named=False)
+    assert [h.provenance.external_id for h in unnamed[:2]] == ["harbour", "brenner"]
+    hits = kb.retrieve(question, method="tigrag", k=4)
+    assert [h.provenance.external_id for h in hits] == ["harbour", "forest", "brenner", "weller"]
+    assert _steps(hits, "titles")[0]["linked"] == ["Harbour Suite", "Forest Suite"]
+    assert _steps(hits, "lead")[0]["chunks"] == [h.provenance.chunk_id for h in hits[:2]]
+
+
 def test_the_leads_sources_are_titles_so_paragraphs_of_one_article_are_one(db):
     """_sources on a real index: MuSiQue-like, an article's two paragraphs are
     two documents with one title; the lead counts them as one source. Without a

@@ -88,6 +88,7 @@ def test_the_default_turns_on_the_kept_levers_and_the_paper_keeps_them_off():
             2, 0, 0, 0.0, 0, False), name
     # the chains (mention links with chain support, a third hop while two terms remain, the lead) are on
     assert (d.mentions, d.chain_weight, d.hops, d.remainder_stop, d.lead) == (True, 0.1, 3, 2, 2)
+    assert d.lead_named     # the documents the question names by title lead first
     assert (d.context_weight, d.bridge_limit, d.hop_normalise) == (0.1, 8, True)
     # the other chain levers stay off
     assert not (d.bridges or d.remainder or d.chain_follow or d.fresh_sources)
@@ -145,6 +146,21 @@ def test_the_lead_takes_one_chunk_a_source():
     many = [[_scored(c, 1, 1.0 - c / 100) for c in range(1, 41)]]
     one_article = {c: "Africa" if c < 35 else "Near East" for c in range(1, 41)}
     assert _lead(many, settings, lambda ids: {c: one_article[c] for c in ids}) == [1, 35]
+
+
+def test_the_documents_the_question_names_lead_first():
+    """Hand-checked, the rankings above: by their own scores 1 (1.0), 4 (0.9 / 0.9),
+    2 (0.8), 3 (0.5 / 0.9 = 0.56). The chunks of the documents the question names
+    by title lead before every other, best first; then the others by score. Two
+    named chunks of one source take one place."""
+    rankings = [[_scored(1, 1, 1.0), _scored(2, 1, 0.8)],
+                [_scored(3, 2, 1.0, plain=0.5), _scored(4, 2, 0.9)]]
+    settings = PRESETS["tigrag"]
+    assert _lead(rankings, settings, _own, {2}) == [2, 1]
+    assert _lead(rankings, settings, _own, {3, 2}) == [2, 3]
+    assert _lead(rankings, dataclasses.replace(settings, lead=3), _own, {3}) == [3, 1, 4]
+    assert _lead(rankings, settings, lambda ids: {c: "one" if c in (2, 3) else c for c in ids}, {2, 3}) == [2, 1]
+    assert _lead(rankings, settings, _own) == [1, 4]
 
 
 def test_with_titles_adds_the_titles_a_text_names_exactly_after_the_entities():
