@@ -331,11 +331,12 @@ def musique_section() -> list[str]:
             + run44["latency_note"], "",
             "Each chain lever alone on the old default, then together (`pgrag.methods.tigrag_chain`; the "
             "options are `kb.retrieve` settings of `tigrag`; p50 from separate runs, indicative only: the last "
-            "seven rows' with the model runtime's vector cache off, the rows above with it on). Three "
+            "eight rows' with the model runtime's vector cache off, the rows above with it on). Three "
             "rows follow on the default that kept `hop_remainder` (as `\"add\"`): without text titles, "
             "with them, and with their links; five on the default before bridges "
-            "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together; the last "
-            "seven on the default before chains: the chain levers alone, then together:", "",
+            "(`hop_remainder=\"replace\"`, text titles): the bridge levers alone, then together; seven on "
+            "the default before chains: the chain levers alone, then together; the last, that default with "
+            "the named lead (`lead_named`):", "",
             "| lever | options | " + " | ".join(f"{names[b]} {col}" for b in benches
                                                 for col in ("R@2", "R@5", "R@10", "R@5 95 %", "p50 ms")) + " |",
             "|---|---|" + "---|" * 10]
@@ -387,17 +388,20 @@ def heldout_section() -> list[str]:
     if not run or not run44:
         return []
     ev = {b: e["methods"] for b, e in run["eval"].items()}
-    kinds = {"musique": "MuSiQue train", "musique_dev": "MuSiQue dev", "hotpotqa": "HotpotQA"}
+    kinds = {"musique": "MuSiQue train", "musique_dev": "MuSiQue dev", "hotpotqa": "HotpotQA", "2wiki_dev": "2Wiki dev"}
     sets = {b: f"{kinds[b]} ({e['questions']})" for b, e in run["eval"].items()}
     musique = [b for b in sets if b.startswith("musique")]
-    left_out = " and ".join(f"{n} of the {kinds[b]} questions" for b, n in run["left_out"].items())
+    tuning = {"musique": "musique's 102", "2wiki": "2wiki's 111"}
+    left_out = "; ".join(f"{n} of the {kinds[b]} questions are also among ../shared/bench/"
+                         f"{tuning[b.split('_')[0] if b.startswith('2wiki') else 'musique']}"
+                         for b, n in run["left_out"].items())
     out = ["## Questions outside the tuning sets (issue 44)", "", "```", *run["commands"], "```", "",
            f"Question sets no setting of pgrag was tuned on, from {run['source']}. `pgrag bench convert` makes "
            "each set's passages one corpus (" + ", ".join(f"{sets[b]}: {e['documents']:,} passages"
                                                           for b, e in run["eval"].items()) +
            "), so every question is asked against all the others' passages too, as in HippoRAG's setting. "
-           f"{left_out} are also among ../shared/bench/musique's 102 and are left out (`--without`); HotpotQA is "
-           "a third benchmark, 2-hop (bridge and comparison questions). 20 chunks a question, MiniLM, CPU; "
+           f"{left_out}, and are left out (`--without`); HotpotQA is a third benchmark, 2-hop (bridge and "
+           "comparison questions). 20 chunks a question, MiniLM, CPU; "
            "R@5 95 % is the percentile bootstrap interval over the questions (1,000 resamples, seed 0). Run "
            "`heldout` of runs.json.", "",
            "| set | method | R@2 | R@5 | R@10 | R@20 | R@5 95 % |", "|---|---|---|---|---|---|---|"]

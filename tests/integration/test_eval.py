@@ -134,6 +134,10 @@ def test_cli_eval_writes_json_markdown_and_png(database_uri, tmp_path):
     assert all(f"| {name} |" in table for name in ("dense", "bm25", "hybrid"))
     assert f"| bm25 | {data['methods']['bm25']['recall@2']:.1f} |" in table
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    with Image.open(png) as image:   # a palette image: a third of the bytes of matplotlib's RGBA
+        assert image.mode == "P" and len(image.getcolors()) <= 64
     assert "| dense |" in result.output
 
 

@@ -147,8 +147,12 @@ def test_title_linking_seeds_the_first_hop_with_the_documents_the_question_names
     assert _steps(hits, "titles")[1] == {"step": "titles", "hop": 2, "linked": ["Nicki Minaj"],
                                          "chunks": [h.provenance.chunk_id for h in hits if h.title == "Nicki Minaj"]}
     by_title = {h.title: h for h in hits}
-    # both on top; the answer's passage first (hop_remainder: "Where the of born" + Nicki Minaj)
-    assert [h.title for h in hits][:2] == ["Nicki Minaj", "Changed It"]
+    # both on top: the document the question names first (lead_named), then the answer's passage, which
+    # scores above it (hop_remainder: "Where the of born" + Nicki Minaj) and leads without lead_named
+    assert [h.title for h in hits][:2] == ["Changed It", "Nicki Minaj"]
+    assert by_title["Nicki Minaj"].details["score"] > by_title["Changed It"].details["score"]
+    unnamed = kb.retrieve(q, method="tigrag", k=5, hop_normalise=False, lead_named=False)
+    assert [h.title for h in unnamed][:2] == ["Nicki Minaj", "Changed It"]
     assert by_title["Changed It"].details["linked"] and by_title["Nicki Minaj"].details["linked"]
     for h in (by_title["Changed It"], by_title["Nicki Minaj"]):   # title_weight 0.2 on top of the hop's score
         assert h.details["score"] >= h.details["cosine"] + 0.2 - 1e-9
