@@ -391,9 +391,8 @@ def heldout_section() -> list[str]:
     kinds = {"musique": "MuSiQue train", "musique_dev": "MuSiQue dev", "hotpotqa": "HotpotQA", "2wiki_dev": "2Wiki dev"}
     sets = {b: f"{kinds[b]} ({e['questions']})" for b, e in run["eval"].items()}
     musique = [b for b in sets if b.startswith("musique")]
-    tuning = {"musique": "musique's 102", "2wiki": "2wiki's 111"}
     left_out = "; ".join(f"{n} of the {kinds[b]} questions are also among ../shared/bench/"
-                         f"{tuning[b.split('_')[0] if b.startswith('2wiki') else 'musique']}"
+                         + ("2wiki's 111" if b.startswith("2wiki") else "musique's 102")
                          for b, n in run["left_out"].items())
     out = ["## Questions outside the tuning sets (issue 44)", "", "```", *run["commands"], "```", "",
            f"Question sets no setting of pgrag was tuned on, from {run['source']}. `pgrag bench convert` makes "
