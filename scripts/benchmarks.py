@@ -291,9 +291,10 @@ def musique_section() -> list[str]:
     out = ["## MuSiQue beside 2Wiki (issue 44)", "", "```", *run44["commands"], "```", "",
            "The same `pgrag eval` on both shared question sets (20 chunks a question, MiniLM, CPU); R@k 95 % is "
            "the percentile bootstrap interval over the questions (1,000 resamples, seed 0). `tigrag` is the "
-           "default (chains: mention links with chain support, a third hop while two terms remain, the lead; "
-           "bridges by context, at most 8, each hop over its best, `hop_remainder=\"replace\"` and "
-           "text titles); `tigrag (before chains)` the same without the first; `tigrag (before bridges)` that "
+           "default (chains: mention links with chain support, a third hop while two terms remain, the lead, "
+           "which the documents the question names by title lead; bridges by context, at most 8, each hop over "
+           "its best, `hop_remainder=\"replace\"` and text titles); `tigrag (before chains)` the same without "
+           "the first; `tigrag (before bridges)` that "
            "without the bridge levers; `tigrag (before replace)` "
            "that with `hop_remainder=\"add\"`; `tigrag (before text titles)` with `\"add\"` alone; "
            "`tigrag (before)` the method before all of them: on MuSiQue the same `pgrag eval`, "
