@@ -8,8 +8,9 @@ Prints Recall@k (--k, default 2,5) and p50 latency for each combination, with th
 vector cache off (a later combination would find the earlier ones' texts there; --runtime-cache
 keeps it) (--stages: each
 stage's mean time and the questions ranked as under the first combination);
---per-question FILE appends each question's retrieved documents as JSON lines. The corpus must have
-been indexed by `pgrag eval` (it reuses the eval corpus of the same file).
+--per-question FILE appends each question's retrieved documents as JSON lines; --untitled runs on the
+corpus stored without titles (`pgrag eval --untitled`). The corpus must have been indexed by `pgrag eval`
+(it reuses the eval corpus of the same file).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from common import BENCH
 
 import pgrag
-from pgrag.bench.evaluate import Question, corpus_name_for, load_questions
+from pgrag.bench.evaluate import Question, corpus_name_for, document_titles, load_questions
 from pgrag.bench.metrics import distinct_documents, percentile, recall_at_k
 from pgrag.bench.timing.cache import runtime_cache
 
@@ -62,11 +63,15 @@ def main() -> None:
     parser.add_argument("--runtime-cache", action="store_true",
                         help="keep the model runtime's vector cache on (off by default, so that each "
                              "combination's p50 pays for its own encoding)")
+    parser.add_argument("--untitled", action="store_true",
+                        help="the corpus stored without titles (`pgrag eval --untitled`), scored by the titles "
+                             "of the documents' ids")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
     bench = BENCH.parent / args.bench if args.bench in ("2wiki", "musique") else Path(args.bench)
-    kb = db.corpus(corpus_name_for(bench / "corpus.json"), create=False)
+    kb = db.corpus(corpus_name_for(bench / "corpus.json", args.untitled), create=False)
+    args.titles = document_titles(bench / "corpus.json") if args.untitled else None
     questions = load_questions(bench / "questions.jsonl")[: args.limit]
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
     with runtime_cache(db.dsn, args.runtime_cache):
@@ -92,17 +97,20 @@ def grid_run(kb: Any, questions: list[Question], grid: dict[str, list[object]], 
             if len(first) < len(questions):
                 first.append(chunks)
             same += chunks == first[i]
-            docs = distinct_documents(h.title for h in hits)
+            docs = distinct_documents(args.titles.get(h.provenance.external_id, h.title) if args.titles else h.title
+                                      for h in hits)
             for k in ks:
                 recall[k] += recall_at_k(docs, q.supporting_titles, k)
             if args.per_question:
                 with args.per_question.open("a") as f:
                     f.write(json.dumps({"bench": args.bench, "preset": args.preset, **options,
+                                        **({"untitled": True} if args.untitled else {}),
                                         "id": q.id, "type": q.type,
                                         "question": q.question, "gold": list(q.supporting_titles),
                                         "retrieved": docs}) + "\n")
         n = len(questions)
         line = json.dumps({"bench": args.bench, "preset": args.preset, **options,
+                           **({"untitled": True} if args.untitled else {}),
                            **{f"R@{k}": round(100 * recall[k] / n, 1) for k in ks},
                            "p50_ms": round(percentile(times, 50), 1),
                            **({"stage_ms_mean": {k: round(v, 2) for k, v in stages.items()},

@@ -3,6 +3,10 @@ embedding model and one question set, with Recall@k, EM/F1, latency and tokens.
 
 The corpus is stored under a name derived from its file's content hash, so a
 second run over the same file reuses the index instead of re-embedding it.
+``untitled`` stores it without its documents' titles (another corpus): the
+methods see only the text, and recall still counts documents by title, looked up
+by their ids. Most application corpora have no titles that name what a document
+is about, as Wikipedia's do.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +72,7 @@ class EvalCorpus:
     reused: bool
     embedding_model: str
     extract_seconds: dict[str, float] = field(default_factory=dict)   # per triple extractor
+    untitled: bool = False      # stored without the documents' titles
 
 
 @dataclass(kw_only=True)
@@ -209,22 +214,33 @@ def _question(raw: Any, where: str) -> Question:
                     supporting_titles=tuple(gold), answer_aliases=tuple(aliases), type=raw.get("type"))
 
 
-def corpus_name_for(corpus_file: Path) -> str:
-    """``eval-<first 16 hex digits of the file's SHA-256>``: same content, same corpus."""
-    return "eval-" + hashlib.sha256(Path(corpus_file).read_bytes()).hexdigest()[:16]
+def corpus_name_for(corpus_file: Path, untitled: bool = False) -> str:
+    """``eval-<first 16 hex digits of the file's SHA-256>``: same content, same corpus
+    (``-untitled`` after it for the corpus stored without titles)."""
+    name = "eval-" + hashlib.sha256(Path(corpus_file).read_bytes()).hexdigest()[:16]
+    return name + "-untitled" if untitled else name
+
+
+def document_titles(corpus_file: Path) -> dict[str, str]:
+    """Each document's title by its id: what recall counts on an untitled corpus."""
+    return {d.external_id: d.title for d in load_path(corpus_file)}
 
 
 def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = None, llm: "LLM | None" = None,
-                   progress: bool = True, methods: Sequence[str] = ()) -> tuple["Corpus", EvalCorpus]:
+                   progress: bool = True, methods: Sequence[str] = (),
+                   untitled: bool = False) -> tuple["Corpus", EvalCorpus]:
     """Ingest ``corpus_file`` into its content-named corpus, or reuse it; with
     ``extract`` ("spacy" or "llm"), also extract triples and propositions; the
     method families ``methods`` need (ThreadRAG's nodes) are enabled and built.
+    ``untitled``: the documents without their titles, into a corpus of their own.
 
     Re-ingesting is cheap when nothing changed (documents are skipped by content
     hash before any model runs); an interrupted first run is completed, and so is
     an interrupted extraction."""
     docs = load_path(corpus_file)
-    kb = db.corpus(corpus_name_for(corpus_file))
+    if untitled:
+        docs = [replace(d, title="") for d in docs]
+    kb = db.corpus(corpus_name_for(corpus_file, untitled))
     report = kb.ingest(docs, progress=progress, methods=methods)
     built = report.added + report.replaced
     if built:
@@ -239,7 +255,8 @@ def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = N
                           chunks=stats["chunks"], index_seconds=round(float(settings.get("index_seconds", 0.0)), 3),
                           reused=built == 0, embedding_model=kb.info.embedding_model,
                           extract_seconds={k.removeprefix("extract_seconds_"): round(v, 3)
-                                           for k, v in settings.items() if k.startswith("extract_seconds_")})
+                                           for k, v in settings.items() if k.startswith("extract_seconds_")},
+                          untitled=untitled)
 
 
 def _add_seconds(db: "Database", corpus_id: int, key: str, seconds: float) -> None:
@@ -253,14 +270,17 @@ def _add_seconds(db: "Database", corpus_id: int, key: str, seconds: float) -> No
 
 def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], method_names: Sequence[str],
              *, ks: Sequence[int] = DEFAULT_KS, depth: int | None = None, llm: "LLM | None" = None,
-             progress: bool = True, traces: bool = False, reader: str | None = None) -> Report:
+             progress: bool = True, traces: bool = False, reader: str | None = None,
+             titles: dict[str, str] | None = None) -> Report:
     """Run every method on every question and aggregate.
 
     Each method returns ``depth`` chunks (default 4 × the largest k); Recall@k
     counts the first k distinct documents among them. Latency is the wall time of
     ``kb.retrieve`` after one untimed warm-up query per method. ``llm`` goes to
     the methods that take one (the answering methods); the others ignore it.
-    With ``traces`` each per-question row keeps its trace (``row["trace"]``)."""
+    With ``traces`` each per-question row keeps its trace (``row["trace"]``).
+    ``titles`` (document id -> title, document_titles): count a hit's document by
+    the title of its id, for a corpus stored without titles."""
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1:
         raise InputError("k values must be positive integers")
@@ -270,21 +290,23 @@ def evaluate(kb: "Corpus", corpus: EvalCorpus, questions: Sequence[Question], me
     report = Report(corpus=corpus, questions=len(questions), ks=ks, depth=depth, reader=reader)
     for name in method_names:
         options = {"llm": llm} if llm is not None and method_registry.takes_option(name, "llm") else {}
-        rows = _run_method(kb, name, questions, ks, depth, options, progress, traces)
+        rows = _run_method(kb, name, questions, ks, depth, options, progress, traces, titles)
         report.per_question.extend(rows)
         report.methods[name] = _aggregate(rows, ks)
     return report
 
 
 def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tuple[int, ...],
-                depth: int, options: dict[str, Any], progress: bool, traces: bool = False) -> list[dict[str, Any]]:
+                depth: int, options: dict[str, Any], progress: bool, traces: bool = False,
+                titles: dict[str, str] | None = None) -> list[dict[str, Any]]:
     kb.retrieve(questions[0].question, method=name, k=depth, **options)  # warm-up: models, caches
     rows = []
     for q in tqdm(questions, desc=f"eval {name}", unit="q", disable=not progress):
         t0 = time.perf_counter()
         hits = kb.retrieve(q.question, method=name, k=depth, **options)
         latency_ms = (time.perf_counter() - t0) * 1000
-        docs = distinct_documents(h.title for h in hits)
+        docs = distinct_documents(titles.get(h.provenance.external_id, h.title) if titles else h.title
+                                  for h in hits)
         row: dict[str, Any] = {
             "method": name, "id": q.id, "type": q.type, "question": q.question,
             "gold": list(q.supporting_titles), "retrieved": docs[: ks[-1]],

@@ -30,7 +30,7 @@ class EvalRun:
 def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions: Sequence[evaluate.Question],
              method_names: list[str], *, ks: Sequence[int], llm: "LLMSettings", depth: int | None = None,
              extract: str | None = None, oracle: bool = False, failures: Path | None = None,
-             progress: bool = True, keep_cache: bool = False) -> EvalRun:
+             progress: bool = True, keep_cache: bool = False, untitled: bool = False) -> EvalRun:
     """Compare ``method_names`` on the corpus of ``corpus_file`` (indexed once,
     then reused) and ``questions``, loaded from ``questions_file`` (the oracle
     reads their gold evidence there).
@@ -43,10 +43,11 @@ def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions:
     The model runtime's vector cache is off while the methods run, unless
     ``keep_cache`` (pgrag.bench.timing.cache): the methods ask the same
     questions in turn, and the later ones would find the question's vector
-    there and report a latency without its encoding."""
+    there and report a latency without its encoding. ``untitled``: the corpus
+    stored without its documents' titles (pgrag.bench.evaluate)."""
     from .timing.cache import runtime_cache
 
-    name = evaluate.corpus_name_for(corpus_file)
+    name = evaluate.corpus_name_for(corpus_file, untitled)
     with contextlib.ExitStack() as stack:
         server = None
         client = None
@@ -62,10 +63,11 @@ def run_eval(db: "Database", corpus_file: Path, questions_file: Path, questions:
         if extract is None and method_registry.needs_triples(method_names):
             extract = "spacy"  # the proposition index T2RAG searches; built once, then reused
         kb, corpus = evaluate.prepare_corpus(db, corpus_file, extract=extract, methods=method_names,
-                                             llm=None if oracle else client, progress=progress)
+                                             llm=None if oracle else client, progress=progress, untitled=untitled)
         with runtime_cache(db.dsn, keep_cache) as cache:
             report = evaluate.evaluate(kb, corpus, questions, method_names, ks=ks, depth=depth, llm=client,
-                                       progress=progress, traces=oracle, reader="oracle" if oracle else None)
+                                       progress=progress, traces=oracle, reader="oracle" if oracle else None,
+                                       titles=evaluate.document_titles(corpus_file) if untitled else None)
         data = {**report.to_json(), **cache}
         if server is None:
             return EvalRun(data=data)

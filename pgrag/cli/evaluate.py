@@ -52,12 +52,16 @@ from .common import (
 @click.option("--runtime-cache/--no-runtime-cache", "keep_cache", default=False, show_default=True,
               help="Keep the model runtime's vector cache on while the methods run; by default it is off, so "
                    "that a method asked a question after another pays for its own encoding in its latency.")
+@click.option("--untitled", is_flag=True,
+              help="Index the documents without their titles (a corpus of its own): the methods see only the "
+                   "text, and recall still counts documents by the titles of their ids.")
 @llm_options
 @dsn_option
 def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str], ks: tuple[int, ...],
                  depth: int | None, limit: int | None, out: Path | None, markdown: Path | None,
                  plot: Path | None, progress: bool, extract: str | None, oracle: bool, failures: Path | None,
-                 keep_cache: bool, llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
+                 keep_cache: bool, untitled: bool, llm_base_url: str | None, llm_model: str | None,
+                 dsn: str | None) -> None:
     """Compare methods on one corpus and question set: Recall@k, EM/F1, latency, tokens.
 
     The corpus is indexed once, under a name derived from the file's content, and
@@ -80,6 +84,8 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     if oracle and (llm_base_url or llm_model or extract == "llm"):
         raise click.UsageError("--oracle is the LLM of the run: it does not combine with --llm, --llm-model "
                                "or --extract llm")
+    if oracle and untitled:
+        raise click.UsageError("--oracle reads the gold evidence by title: it does not combine with --untitled")
     if failures and not oracle:
         raise click.UsageError("--failures needs --oracle")
     failures = failures or (out.with_suffix(".failures.jsonl") if oracle and out else None)
@@ -87,7 +93,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
     questions = questions[:limit] if limit else questions
     run = run_eval(open_database(dsn), corpus_file, questions_file, questions, method_names, ks=ks,
                    llm=llm_settings(llm_base_url, llm_model), depth=depth, extract=extract, oracle=oracle,
-                   failures=failures, progress=progress, keep_cache=keep_cache)
+                   failures=failures, progress=progress, keep_cache=keep_cache, untitled=untitled)
     if run.oracle_errors:
         click.echo(f"oracle: {len(run.oracle_errors)} requests refused, e.g. {run.oracle_errors[0]}", err=True)
     text = markdown_report(run.data)

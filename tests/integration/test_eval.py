@@ -141,12 +141,44 @@ def test_cli_eval_writes_json_markdown_and_png(database_uri, tmp_path):
     assert "| dense |" in result.output
 
 
+def test_untitled_corpus_hides_the_titles_and_scores_by_id(db, tmp_path):
+    """--untitled: a corpus of its own whose documents have no title, so a word
+    only a title holds finds nothing; recall still counts the titles of the ids."""
+    corpus_file, questions_file = tmp_path / "corpus.json", tmp_path / "questions.jsonl"
+    corpus_file.write_text(json.dumps([
+        {"id": "d1", "title": "Zanzibar Quartet", "text": "The band recorded four albums of cool jazz in Lisbon."},
+        {"id": "d2", "title": "Harbour Suite", "text": "A suite for strings, first played at the harbour festival."},
+        {"id": "d3", "title": "Mira Holt", "text": "Mira Holt is a painter who lives in Lisbon."}]))
+    questions_file.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "q1", "question": "Zanzibar?", "answer": "-", "supporting_titles": ["Zanzibar Quartet"]},
+        {"id": "q2", "question": "Which painter lives in Lisbon?", "answer": "Mira Holt",
+         "supporting_titles": ["Mira Holt"]}]))
+    questions = evaluate.load_questions(questions_file)
+    reports = {}
+    for untitled in (False, True):
+        kb, corpus = evaluate.prepare_corpus(db, corpus_file, progress=False, untitled=untitled)
+        assert corpus.untitled is untitled and kb.name == evaluate.corpus_name_for(corpus_file, untitled)
+        titles = evaluate.document_titles(corpus_file) if untitled else None
+        report = evaluate.evaluate(kb, corpus, questions, ["bm25", "dense"], ks=(1, 5), progress=False, titles=titles)
+        reports[untitled] = {(r["method"], r["id"]): r for r in report.per_question}
+    stored = {h.title for h in kb.retrieve("Lisbon painter band suite", method="dense", k=3)}
+    assert stored == {""} and kb.name.endswith("-untitled")
+    assert reports[False]["bm25", "q1"]["recall@1"] == 100       # the title's word finds its document
+    assert reports[True]["bm25", "q1"]["recall@1"] == 0          # not without the title
+    for question in ("q1", "q2"):    # every document is in dense's 20: each counted by its id's title
+        assert reports[True]["dense", question]["recall@5"] == 100
+        assert sorted(reports[True]["dense", question]["retrieved"]) == ["Harbour Suite", "Mira Holt",
+                                                                        "Zanzibar Quartet"]
+
+
 def test_cli_eval_rejects_bad_options(database_uri):
     base = ["eval", "--corpus-file", str(CORPUS), "--questions", str(QUESTIONS), "--dsn", database_uri]
     result = CliRunner().invoke(main, [*base, "--methods", "dense,magic"])
     assert result.exit_code == 2 and "unknown method(s) magic" in result.output
     result = CliRunner().invoke(main, [*base, "--k", "2,x"])
     assert result.exit_code == 2 and "comma-separated integers" in result.output
+    result = CliRunner().invoke(main, [*base, "--oracle", "--untitled"])
+    assert result.exit_code == 2 and "does not combine with --untitled" in result.output
 
 
 @SAMPLE_CORPUS
