@@ -447,6 +447,39 @@ def heldout_section() -> list[str]:
     return out
 
 
+def untitled_section() -> list[str]:
+    """Issue 44: recall on the corpora indexed without titles (runs.json, run ``untitled``), beside the
+    same sets with them (runs ``musique_issue44`` and ``heldout``)."""
+    runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
+    run = runs.get("untitled")
+    if not run or "heldout" not in runs or "musique_issue44" not in runs:
+        return []
+    titled = {**runs["musique_issue44"]["eval"],     # each set's methods with titles
+              **{f"heldout_{b}": e["methods"] for b, e in runs["heldout"]["eval"].items()}}
+    sets = {b: f"{run['names'][b]} ({e['questions']})" for b, e in run["eval"].items()}
+    out = ["## Corpora without titles (issue 44)", "", "```", *run["commands"], "```", "", run["about"], "",
+           "| set | method | R@2 | R@5 | R@10 | R@20 | R@5 95 % | with titles: R@2 | R@5 |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for b, e in run["eval"].items():
+        for method, m in e["methods"].items():
+            t = titled[b][method]
+            out.append(f"| {sets[b]} | {method} | " + " | ".join(f"{m[f'recall@{k}']:.1f}" for k in (2, 5, 10, 20))
+                       + f" | {m['interval@5'][0]:.1f}–{m['interval@5'][1]:.1f} | {t['recall@2']:.1f} "
+                         f"| {t['recall@5']:.1f} |")
+    out += ["", "Issue 44's levers without titles: tigrag against itself without any of them (" + run["levers_options"]
+            + "; paired per question, 1,000 resamples, seed 0: the mean difference, its 95 % interval, and the "
+              "questions better / worse):", "",
+            "| set | without the levers: R@2 | R@5 | R@10 | paired R@2 | paired R@5 |", "|---|---|---|---|---|---|"]
+    for b, row in run["levers"].items():
+        paired = [f"{p[0]:+.1f} ({p[1]:+.1f} to {p[2]:+.1f}), {p[3]} / {p[4]}"
+                  for p in (row["paired_R@2"], row["paired_R@5"])]
+        out.append(f"| {sets[b]} | {row['R@2']} | {row['R@5']} | {row['R@10']} | {paired[0]} | {paired[1]} |")
+    out += [""]
+    for note in run["notes"]:
+        out += [note, ""]
+    return out
+
+
 def tolerance_section() -> list[str]:
     """Issue 45: tigrag's PPR tolerance, recall and time (runs.json, run ``ppr_tolerance``)."""
     runs = json.loads(RUNS.read_text(encoding="utf-8")) if RUNS.exists() else {}
@@ -641,7 +674,7 @@ def render() -> str:
                 "second hop (no encoding at all) still leaves `tigrag` at 2.2 × dense's p50, with the "
                 "one-hop recall (59.2 / 68.9): the expansion (PPR, 25 ms) and the question's own "
                 "embedding (13 ms) are most of the rest.", ""]
-    out += (levers_section() + musique_section() + heldout_section() + tolerance_section()
+    out += (levers_section() + musique_section() + heldout_section() + untitled_section() + tolerance_section()
             + oracle_musique_section() + cirag_oracle_section())
     if queries:
         def ratio(method: str) -> float:
