@@ -59,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -211,6 +211,22 @@ class _Scored:
     reached: int = 1        # hops whose ranking held it
 
 
+@dataclass
+class _Walk:
+    """What a hop hands the next: the query and vectors the next ranks with, the
+    chunks it links (titles) and supports (chains), and what the hops so far used."""
+
+    query: str
+    vectors: "Callable[[], list[np.ndarray]]"
+    linked: list[int] = field(default_factory=list)     # chunks of the documents the titles link
+    chains: tigrag_chain.Chains = field(default_factory=tigrag_chain.Chains)    # mention-linked chunks
+    bonus: list[float] | None = None                    # the vectors' context bonuses (context_weight)
+    seen: set[str] = field(default_factory=set)         # the entities found so far, case-folded
+    entities: list[str] = field(default_factory=list)   # the new entities, in the order they extended the query
+    resolved: list[str] = field(default_factory=list)   # texts of the chunks whose entities drove the hops
+    used: set[int] = field(default_factory=set)         # the chunks whose entities drove a hop
+
+
 def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: str = "tigrag") -> Hits:
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
@@ -220,96 +236,20 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     trace.step("graph", version=graph.version, nodes=graph.nodes, edges=graph.edges,
                postings=postings.entries, source=source)
 
-    rankings: list[list[_Scored]] = []     # each hop's, best first
-    seen: set[str] = set()
-    entities: list[str] = []
-    query = question
     titles = (title_index(ctx.db, ctx.id, graph.version)
               if settings.link_titles or settings.link_entities else None)
-    linked: list[int] = []
-    chains = tigrag_chain.Chains()     # the next hop's mention-linked chunks (tigrag_chain)
-    resolved: list[str] = []           # texts of the chunks whose entities drove the hops (hop_remainder)
-    used: set[int] = set()             # the chunks whose entities drove a hop
-    if settings.link_titles and titles is not None:
-        t_link = time.perf_counter()
-        links = _findable(postings, titles.link(question))
-        linked = _linked_chunks(postings, links)
-        trace.time("titles", t_link)
-        trace.step("titles", hop=1, linked=[link.title for link in links], chunks=linked)
+    linked = (_title_links(postings, functools.partial(titles.link, question), 1, trace)
+              if settings.link_titles and titles is not None else [])
     titled = set(linked)    # the chunks of the documents the question names (lead_named)
     question_vectors = ctx.encode_later([question], trace)
-    vectors = question_vectors      # the rerank vectors of the next hop, when it needs them
-    bonus: list[float] | None = None    # their context bonuses (context_weight)
+    walk = _Walk(query=question, vectors=question_vectors, linked=linked)
+    rankings: list[list[_Scored]] = []     # each hop's, best first
     for hop in range(1, settings.hops + 1):
-        pairs = (tigrag_chain.pair_cosines(ctx, postings, question, chains, settings.remainder, trace)
-                 if settings.remainder or settings.chain_follow else {})
-        extra = {c: cos for c, (cos, _) in pairs.items()} if settings.remainder else {}
-        follow = tigrag_chain.follow_scores(chains, pairs, settings.chain_follow) if settings.chain_follow else {}
-        ranked = _hop(ctx, graph, postings, query, vectors, settings, hop, trace, linked, chains.support, extra,
-                      follow, bonus)
+        ranked = _walk_hop(ctx, graph, postings, question, walk, settings, hop, trace)
         rankings.append(ranked)
-        if hop == settings.hops:
+        if hop == settings.hops or not _next_hop(ctx, postings, titles, question, question_vectors, walk, ranked,
+                                                 settings, hop, trace):
             break
-        if settings.fresh_sources:   # the best chunks whose entities have not driven a hop yet
-            top = [s.chunk_id for s in ranked if s.chunk_id not in used][: settings.iota]
-        else:
-            top = [s.chunk_id for s in ranked[: settings.iota]]
-        used.update(top)
-        top += [c for c in linked if c not in top]
-        sources = [(s.chunk_id, s.score) for s in ranked[: settings.mention_sources]] if settings.mentions else []
-        entities_of = _entities_of(ctx, list(dict.fromkeys(top + [c for c, _ in sources])), settings, trace)
-        found = list(dict.fromkeys(e for c in top for e in entities_of[c]))
-        texts = ctx.chunk_texts(top) if settings.hop_remainder != "off" or settings.text_titles else {}
-        named = len(found)
-        if settings.text_titles and titles is not None:
-            found = tigrag_chain.with_titles(found, titles, texts)
-        unlinked = set() if settings.text_title_links else {e.casefold() for e in found[named:]}
-        if settings.hop_remainder != "off":
-            resolved += [" ".join(t) for t in texts.values()]
-        if settings.bridges:
-            found = tigrag_chain.bridges(question, found)
-        new = [e for e in found if e.casefold() not in seen]
-        seen.update(e.casefold() for e in found)
-        trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
-        if not new:
-            trace.step("stop", hop=hop, reason="no new entities")
-            break
-        if settings.hop_remainder != "off" and settings.remainder_stop and hop >= 2:
-            left = ctx.tokenize(tigrag_chain.remainder(question, " ".join(resolved)))
-            if len(left) < settings.remainder_stop:
-                trace.step("stop", hop=hop, reason="question resolved", remainder=left)
-                break
-        if sources:     # only for a hop that runs
-            chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
-                                                 settings.mention_max, trace, hop + 1)
-        entities.extend(new)
-        query = question + " " + " ".join(entities)
-        linked = []
-        if settings.link_entities and titles is not None:
-            t_link = time.perf_counter()
-            links = _findable(postings, titles.named([e for e in new if e.casefold() not in unlinked]))
-            linked = _linked_chunks(postings, links)
-            trace.time("titles", t_link)
-            trace.step("titles", hop=hop + 1, linked=[link.title for link in links], chunks=linked)
-        extra_step: dict[str, object] = {}
-        bonus = None
-        rest_texts: list[str] = []
-        own = entities
-        if settings.hop_remainder != "off":
-            rest = tigrag_chain.remainder(question, " ".join(resolved))
-            # an entity the question names adds nothing to its remaining part: no vector for it
-            bridge, shares = tigrag_chain.best_bridges(question, tigrag_chain.bridges(question, entities), texts,
-                                                       settings.bridge_limit)
-            rest_texts = [f"{rest} {e}" for e in bridge]
-            extra_step = {"remainder": rest, **({"context": dict(zip(bridge, shares))} if bridge else {})}
-            if settings.hop_remainder == "replace" and rest_texts:
-                own = []    # their vectors would be dropped below: not encoded at all
-            if settings.context_weight and rest_texts and settings.hop_embedding != "sum":
-                bonus = [0.0] * (len(own) if settings.hop_embedding == "concat" else int(bool(own)))
-                bonus += [settings.context_weight * x for x in shares]
-        pending = tigrag_vectors.hop_embeddings(ctx, question, question_vectors()[0], own, query, settings, trace,
-                                                rest_texts)
-        vectors = functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step)
 
     question_vector = question_vectors()[0]
     lead = (_lead(rankings[:2], settings, functools.partial(_sources, postings, titles),
@@ -328,6 +268,104 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     hits = ctx.hits([s.chunk_id for s in final], [s.score for s in final],
                     [_details(s, settings) for s in final], trace)
     return Hits(hits, trace)
+
+
+def _walk_hop(ctx: "Context", graph: TokenGraph, postings: Postings, question: str, walk: _Walk,
+              settings: TigragSettings, hop: int, trace: Trace) -> list[_Scored]:
+    """One hop's ranking, from what the previous hop handed on."""
+    pairs = (tigrag_chain.pair_cosines(ctx, postings, question, walk.chains, settings.remainder, trace)
+             if settings.remainder or settings.chain_follow else {})
+    extra = {c: cos for c, (cos, _) in pairs.items()} if settings.remainder else {}
+    follow = tigrag_chain.follow_scores(walk.chains, pairs, settings.chain_follow) if settings.chain_follow else {}
+    return _hop(ctx, graph, postings, walk.query, walk.vectors, settings, hop, trace, walk.linked,
+                walk.chains.support, extra, follow, walk.bonus)
+
+
+def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, question: str,
+              question_vectors: "Callable[[], list[np.ndarray]]", walk: _Walk, ranked: list[_Scored],
+              settings: TigragSettings, hop: int, trace: Trace) -> bool:
+    """Prepare the hop after ``hop`` in ``walk`` from its ranking: the entities of
+    its driving chunks extend the query, and give the next hop's vectors, title
+    links and chains. False (with the reason traced): no further hop runs."""
+    if settings.fresh_sources:   # the best chunks whose entities have not driven a hop yet
+        top = [s.chunk_id for s in ranked if s.chunk_id not in walk.used][: settings.iota]
+    else:
+        top = [s.chunk_id for s in ranked[: settings.iota]]
+    walk.used.update(top)
+    top += [c for c in walk.linked if c not in top]
+    sources = [(s.chunk_id, s.score) for s in ranked[: settings.mention_sources]] if settings.mentions else []
+    entities_of = _entities_of(ctx, list(dict.fromkeys(top + [c for c, _ in sources])), settings, trace)
+    found = list(dict.fromkeys(e for c in top for e in entities_of[c]))
+    texts = ctx.chunk_texts(top) if settings.hop_remainder != "off" or settings.text_titles else {}
+    named = len(found)
+    if settings.text_titles and titles is not None:
+        found = tigrag_chain.with_titles(found, titles, texts)
+    unlinked = set() if settings.text_title_links else {e.casefold() for e in found[named:]}
+    if settings.hop_remainder != "off":
+        walk.resolved += [" ".join(t) for t in texts.values()]
+    if settings.bridges:
+        found = tigrag_chain.bridges(question, found)
+    new = [e for e in found if e.casefold() not in walk.seen]
+    walk.seen.update(e.casefold() for e in found)
+    trace.step("entities", hop=hop, from_chunks=top, found=found, new=new)
+    if not new:
+        trace.step("stop", hop=hop, reason="no new entities")
+        return False
+    if settings.hop_remainder != "off" and settings.remainder_stop and hop >= 2:
+        left = ctx.tokenize(tigrag_chain.remainder(question, " ".join(walk.resolved)))
+        if len(left) < settings.remainder_stop:
+            trace.step("stop", hop=hop, reason="question resolved", remainder=left)
+            return False
+    if sources:     # only for a hop that runs
+        walk.chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
+                                                 settings.mention_max, trace, hop + 1)
+    walk.entities.extend(new)
+    walk.query = question + " " + " ".join(walk.entities)
+    names = [e for e in new if e.casefold() not in unlinked]
+    walk.linked = (_title_links(postings, functools.partial(titles.named, names), hop + 1, trace)
+                   if settings.link_entities and titles is not None else [])
+    walk.vectors, walk.bonus = _next_vectors(ctx, question, question_vectors, walk, texts, settings, hop, trace)
+    return True
+
+
+def _next_vectors(ctx: "Context", question: str, question_vectors: "Callable[[], list[np.ndarray]]", walk: _Walk,
+                  texts: dict[int, tuple[str, str]], settings: TigragSettings, hop: int,
+                  trace: Trace) -> tuple["Callable[[], list[np.ndarray]]", list[float] | None]:
+    """The next hop's rerank vectors (encoded meanwhile, waited for when the hop
+    reranks) and their context bonuses: one vector per entity (hop_embedding), or
+    with hop_remainder one per bridge, of the question's remaining part and the
+    bridge, each gaining context_weight x its share of the question (``texts``:
+    the driving chunks')."""
+    extra_step: dict[str, object] = {}
+    bonus = None
+    rest_texts: list[str] = []
+    own = walk.entities
+    if settings.hop_remainder != "off":
+        rest = tigrag_chain.remainder(question, " ".join(walk.resolved))
+        # an entity the question names adds nothing to its remaining part: no vector for it
+        bridge, shares = tigrag_chain.best_bridges(question, tigrag_chain.bridges(question, walk.entities), texts,
+                                                   settings.bridge_limit)
+        rest_texts = [f"{rest} {e}" for e in bridge]
+        extra_step = {"remainder": rest, **({"context": dict(zip(bridge, shares))} if bridge else {})}
+        if settings.hop_remainder == "replace" and rest_texts:
+            own = []    # their vectors would be dropped below: not encoded at all
+        if settings.context_weight and rest_texts and settings.hop_embedding != "sum":
+            bonus = [0.0] * (len(own) if settings.hop_embedding == "concat" else int(bool(own)))
+            bonus += [settings.context_weight * x for x in shares]
+    pending = tigrag_vectors.hop_embeddings(ctx, question, question_vectors()[0], own, walk.query, settings, trace,
+                                            rest_texts)
+    return functools.partial(tigrag_vectors.joined, pending, trace, hop + 1, settings.hop_embedding, extra_step), bonus
+
+
+def _title_links(postings: Postings, find: "Callable[[], list[Link]]", hop: int, trace: Trace) -> list[int]:
+    """The chunks that these postings hold of the documents ``find`` links (traced
+    as hop ``hop``'s title links)."""
+    t_link = time.perf_counter()
+    links = _findable(postings, find())
+    linked = _linked_chunks(postings, links)
+    trace.time("titles", t_link)
+    trace.step("titles", hop=hop, linked=[link.title for link in links], chunks=linked)
+    return linked
 
 
 def _scaled(rankings: list[list[_Scored]], normalise: bool,
