@@ -68,136 +68,16 @@ from .. import nlp
 from ..index.graph import TokenGraph
 from ..index.pagerank import personalized_pagerank, push_pagerank, top_nodes
 from ..index.postings import Postings
-from ..nlp import NAME_LABELS
 from ..results import Hits, Trace
 from ..titles import Link, TitleIndex, title_index
 from . import tigrag_chain, tigrag_vectors
 from .spec import MethodSpec
+from .tigrag_settings import PRESETS, TigragSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Set
 
     from ..context import Context
-
-HOP_EMBEDDINGS = ("concat", "sum", "joint")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TigragSettings:
-    """Every hyperparameter of the method; defaults are the paper's (§4.1.5)
-    except where noted. γ and the damping factor are not given by the paper;
-    they were chosen on ../shared/bench/2wiki/questions.jsonl (docs/BENCHMARKS.md)."""
-
-    gamma: int = 20                 # expanded tokens kept from PPR (not in the paper)
-    damping: float = 0.5            # PPR continuation probability (not in the paper)
-    # PPR stops when the L1 change is below this (push: ε = tolerance × 1e-4); the paper gives none.
-    tolerance: float = 1e-3         # tigrag-paper: 1e-4 (docs/BENCHMARKS.md, "The PPR's tolerance")
-    max_iterations: int = 100
-    threshold: float = 0.8          # th_rho, cumulative-mass pool cut-off
-    max_pool: int = 300             # cap on the pool (the paper has none; see below)
-    iota: int = 1                   # top chunks of a hop whose entities drive the next
-    hops: int = 3                   # h; the paper: 2 (a third hop runs only while remainder_stop allows)
-    graph_weight: float = 0.2       # lambda in cos + lambda * rho / max rho; the paper: 0
-    entity_labels: tuple[str, ...] | None = NAME_LABELS   # None: every spaCy label
-    bm25: bool = True               # ablation "no BM25": rho = sum of PPR weights
-    centrality: str = "ppr"         # ablation "degree": expand by degree, not PPR
-    rerank: bool = True             # ablation "no rerank": rank by rho alone
-    ppr: str = "push"               # "push": local forward push; "power": exact power iteration
-    # The rerank vectors of a hop after the first, one per entity e: "concat" M(mu ⊕ e) (§3.7,
-    # eq. 3.15); "sum" normalise(M(mu) + entity_weight · M(e)), the entities encoded alone (far
-    # fewer tokens) and M(mu) reused from hop 1; "joint" the single vector M(mu ⊕ all entities)
-    # of the graph stage's query. Measured on 2Wiki (docs/BENCHMARKS.md): both cheaper ones
-    # lose recall, so both presets keep the paper's.
-    hop_embedding: str = "concat"
-    entity_weight: float = 1.0      # the entity's weight in hop_embedding="sum"
-    # Title linking (pgrag.titles; issue 37, docs/BENCHMARKS.md). link_titles: the documents
-    # the question names by title join the first hop's ranking and their entities drive the
-    # next hop, beside the top iota chunks'. link_entities: the documents titled by a hop's
-    # new entities join the next hop's ranking. Either adds title_weight to a linked chunk's score.
-    link_titles: bool = True
-    link_entities: bool = True
-    title_weight: float = 0.2
-    # A last, learned-free rerank of the best rerank_depth chunks (0: none): score +
-    # rerank_question x cosine to the question alone + rerank_bm25 x BM25 of the question's
-    # terms / the candidates' max + rerank_hops x (hops whose ranking held the chunk - 1).
-    rerank_depth: int = 0
-    rerank_question: float = 0.0
-    rerank_bm25: float = 0.0
-    rerank_hops: float = 0.0
-    # Chain levers (issue 44, pgrag.methods.tigrag_chain). bridges: a hop's entities that
-    # the question names do not drive the next hop. mentions: the chunks that mention a
-    # bridge entity of a hop's best mention_sources chunks (entity-to-passage links from the
-    # NER of ingest) join the next hop's ranking; names more than mention_max chunks mention
-    # are not followed. chain_weight: such a chunk gains chain_weight x its source chunk's
-    # score / the hop's best score.
-    bridges: bool = False
-    mentions: bool = True
-    mention_sources: int = 3
-    mention_max: int = 20
-    chain_weight: float = 0.1
-    remainder: bool = False         # mention-linked chunks also by cosine to remainder(question) + entity
-    chain_follow: int = 0           # each source chunk's best mention-linked chunks ranked right behind it
-    # The rerank vectors of a hop after the first from the question's remaining part: "replace"
-    # gives M(remainder ⊕ e) instead of M(mu ⊕ e), where remainder is the question's words that the
-    # chunks whose entities drove the hops do not contain, for each entity the question does not
-    # name (if it names them all, the hop keeps M(mu ⊕ e)); "add" gives both.
-    hop_remainder: str = "replace"
-    # With hop_remainder, a hop after the second runs only while the question's remaining part
-    # still has at least remainder_stop terms (pgrag.tokenize); 0: every hop up to hops runs.
-    remainder_stop: int = 2
-    fresh_sources: bool = False     # a hop's entities come from its best chunks that drove no hop before
-    # The titles of the corpus that the driving chunks' texts name (exact matches) join their
-    # entities (tigrag_chain.with_titles); with text_title_links their documents also join the
-    # next hop's ranking as linked (title_weight), which cost R@2 on both benchmarks.
-    text_titles: bool = True
-    text_title_links: bool = False
-    # Bridges by their share of the question's words in the driving chunks' sentence that names
-    # them (hop_remainder, tigrag_chain.context_shares): a bridge's vector gains context_weight x its
-    # share in the rerank, and only the bridge_limit best (0: all) get one. hop_normalise: _merge.
-    context_weight: float = 0.1
-    bridge_limit: int = 8
-    hop_normalise: bool = True
-    # The first `lead` places go to the first two hops' best chunks scored without chain support,
-    # each from another title (_lead); chain support and the hops after the second order the rest.
-    # lead_named: the documents the question names by title (link_titles) take those places first.
-    lead: int = 2
-    lead_named: bool = True
-
-    def __post_init__(self) -> None:
-        if self.gamma < 1 or self.hops < 1 or self.iota < 1:
-            raise ValueError("gamma, hops and iota must be at least 1")
-        if not 0 < self.threshold <= 1:
-            raise ValueError("threshold must be in (0, 1]")
-        if self.centrality not in ("ppr", "degree"):
-            raise ValueError("centrality must be 'ppr' or 'degree'")
-        if self.ppr not in ("push", "power"):
-            raise ValueError("ppr must be 'push' or 'power'")
-        if self.hop_embedding not in HOP_EMBEDDINGS:
-            raise ValueError(f"hop_embedding must be one of {', '.join(HOP_EMBEDDINGS)}")
-        if self.rerank_depth < 0:
-            raise ValueError("rerank_depth must be at least 0")
-        if self.hop_remainder not in ("off", "add", "replace"):
-            raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
-        if self.mention_sources < 1 or self.mention_max < 1:
-            raise ValueError("mention_sources and mention_max must be at least 1")
-        if self.bridge_limit < 0 or self.lead < 0:
-            raise ValueError("bridge_limit and lead must be at least 0")
-
-
-# The paper's pipeline: pure cosine rerank, every entity type, no pool cap.
-PAPER = TigragSettings(tolerance=1e-4, graph_weight=0.0, entity_labels=None, max_pool=1_000_000, hops=2,
-                       link_titles=False, link_entities=False, title_weight=0.0, hop_remainder="off",
-                       text_titles=False, context_weight=0.0, bridge_limit=0, hop_normalise=False,
-                       mentions=False, chain_weight=0.0, remainder_stop=0, lead=0)
-PRESETS: dict[str, TigragSettings] = {
-    "tigrag": TigragSettings(),
-    "tigrag-paper": PAPER,
-    # The ablations of the paper's Table 10, each on the paper's pipeline.
-    "tigrag-no-bm25": dataclasses.replace(PAPER, bm25=False),
-    "tigrag-degree": dataclasses.replace(PAPER, centrality="degree"),
-    "tigrag-no-rerank": dataclasses.replace(PAPER, rerank=False),
-}
-
 
 @dataclass
 class _Scored:

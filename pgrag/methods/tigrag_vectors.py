@@ -14,7 +14,7 @@ from ..results import Trace
 
 if TYPE_CHECKING:
     from ..context import Context
-    from .tigrag import TigragSettings
+    from .tigrag_settings import TigragSettings
 
 
 def joined(pending: Callable[[], tuple[list[np.ndarray], list[np.ndarray]]], trace: Trace, hop: int, mode: str,
