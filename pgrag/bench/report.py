@@ -115,11 +115,13 @@ def markdown_report(report: dict[str, Any]) -> str:
     reader = ("\n\nReader: the oracle (pgrag.bench.oracle), which answers each prompt from the question's gold "
               "evidence and the prompt's own text: an upper bound under ideal reasoning, not a model's figures."
               if report.get("reader") == "oracle" else "")
+    untitled = (" without its titles: Recall@k counts the titles of the hits' document ids"
+                if c.get("untitled") else "")
     loops = loop_table(report)
     types = type_table(report)
     return (
         f"Corpus `{c['file']}` ({c['documents']} documents, {c['chunks']} chunks, "
-        f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s); "
+        f"{c['embedding_model']}, indexed in {c['index_seconds']:.0f} s{untitled}); "
         f"{report['questions']} questions; each method returned {report['depth']} chunks, "
         f"Recall@k counts the first k distinct documents. Recall, EM and F1 in percent; R@k 95 % is a "
         f"percentile bootstrap interval over the questions (1,000 resamples, seed 0){_groups_note(report)}."

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from pgrag.bench import evaluate
 from pgrag.bench.metrics import bootstrap_interval
-from pgrag.bench.report import markdown_table
+from pgrag.bench.report import markdown_report, markdown_table
 from pgrag.cli import main
 
 DATA = Path(str(resources.files("pgrag") / "data"))
@@ -161,6 +161,7 @@ def test_untitled_corpus_hides_the_titles_and_scores_by_id(db, tmp_path):
         titles = evaluate.document_titles(corpus_file) if untitled else None
         report = evaluate.evaluate(kb, corpus, questions, ["bm25", "dense"], ks=(1, 5), progress=False, titles=titles)
         reports[untitled] = {(r["method"], r["id"]): r for r in report.per_question}
+        assert ("without its titles" in markdown_report(report.to_json())) is untitled
     stored = {h.title for h in kb.retrieve("Lisbon painter band suite", method="dense", k=3)}
     assert stored == {""} and kb.name.endswith("-untitled")
     assert reports[False]["bm25", "q1"]["recall@1"] == 100       # the title's word finds its document
