@@ -11,6 +11,13 @@ stage's mean time and the questions ranked as under the first combination);
 --per-question FILE appends each question's retrieved documents as JSON lines; --untitled runs on the
 corpus stored without titles (`pgrag eval --untitled`). The corpus must have been indexed by `pgrag eval`
 (it reuses the eval corpus of the same file).
+
+--long-document N asks instead one question, "What does The Big Book say about the Korean War?", of a
+corpus whose first N passages of the bench's corpus are one document titled "The Big Book", beside the
+next 1,500 (built, then dropped): each combination's p50 over 5 runs in turns, with the chunks linked,
+the names found and the seeds of each hop (``linked_drivers``, docs/methods.md):
+
+    python scripts/tune_tigrag.py linked_drivers=0,5 --bench musique --long-document 300
 """
 
 from __future__ import annotations
@@ -66,10 +73,16 @@ def main() -> None:
     parser.add_argument("--untitled", action="store_true",
                         help="the corpus stored without titles (`pgrag eval --untitled`), scored by the titles "
                              "of the documents' ids")
+    parser.add_argument("--long-document", type=int, default=None, metavar="N",
+                        help="one question of a corpus with one document of the bench corpus's first N passages")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
     bench = BENCH.parent / args.bench if args.bench in ("2wiki", "musique") else Path(args.bench)
+    if args.long_document:
+        with runtime_cache(db.dsn, args.runtime_cache):
+            long_document_run(db, bench / "corpus.json", args.long_document, grid, args)
+        return
     kb = db.corpus(corpus_name_for(bench / "corpus.json", args.untitled), create=False)
     args.titles = document_titles(bench / "corpus.json") if args.untitled else None
     questions = load_questions(bench / "questions.jsonl")[: args.limit]
@@ -119,6 +132,40 @@ def grid_run(kb: Any, questions: list[Question], grid: dict[str, list[object]], 
         if args.out:
             with args.out.open("a") as f:
                 f.write(line + "\n")
+
+
+LONG_QUESTION = "What does The Big Book say about the Korean War?"
+
+
+def long_document_run(db: Any, corpus_file: Path, paragraphs: int, grid: dict[str, list[object]],
+                      args: argparse.Namespace, repeat: int = 5) -> None:
+    passages = json.loads(corpus_file.read_text(encoding="utf-8"))
+    big = {"id": "big", "title": "The Big Book", "text": "\n\n".join(p["text"] for p in passages[:paragraphs])}
+    rest = [{"id": f"p{i}", "title": p["title"], "text": p["text"]}
+            for i, p in enumerate(passages[paragraphs: paragraphs + 1500])]
+    name = f"long-document-{paragraphs}"
+    kb = db.corpus(name, create=True)
+    try:
+        kb.ingest([big, *rest], progress=False)
+        combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+        times: list[list[float]] = [[] for _ in combos]
+        last = []
+        for options in combos:     # warm-up
+            last.append(kb.retrieve(LONG_QUESTION, method=args.preset, k=args.depth, **options))
+        for _ in range(repeat):
+            for i, options in enumerate(combos):
+                t0 = time.perf_counter()
+                last[i] = kb.retrieve(LONG_QUESTION, method=args.preset, k=args.depth, **options)
+                times[i].append((time.perf_counter() - t0) * 1000)
+        for options, ms, hits in zip(combos, times, last):
+            steps = hits.trace.steps
+            print(json.dumps({"long_document": paragraphs, "preset": args.preset, **options,
+                              "p50_ms": round(percentile(ms, 50), 1),
+                              "linked": [len(s["chunks"]) for s in steps if s["step"] == "titles"],
+                              "names": [len(s["found"]) for s in steps if s["step"] == "entities"],
+                              "seeds": [len(s["seeds"]) for s in steps if s["step"] == "hop"]}), flush=True)
+    finally:
+        db.drop_corpus(name)
 
 
 if __name__ == "__main__":
