@@ -139,6 +139,7 @@ LONG_QUESTION = "What does The Big Book say about the Korean War?"
 
 def long_document_run(db: Any, corpus_file: Path, paragraphs: int, grid: dict[str, list[object]],
                       args: argparse.Namespace, repeat: int = 5) -> None:
+    """--long-document: the grid's combinations asked LONG_QUESTION in turns, on a corpus built for it."""
     passages = json.loads(corpus_file.read_text(encoding="utf-8"))
     big = {"id": "big", "title": "The Big Book", "text": "\n\n".join(p["text"] for p in passages[:paragraphs])}
     rest = [{"id": f"p{i}", "title": p["title"], "text": p["text"]}
