@@ -32,8 +32,8 @@ from typing import Any
 from common import BENCH
 
 import pgrag
-from pgrag.bench.evaluate import Question, corpus_name_for, document_titles, load_questions
-from pgrag.bench.metrics import distinct_documents, percentile, recall_at_k
+from pgrag.bench.evaluate import Question, corpus_name_for, document_titles, hit_documents, load_questions
+from pgrag.bench.metrics import percentile, recall_at_k
 from pgrag.bench.timing.cache import runtime_cache
 
 
@@ -110,8 +110,7 @@ def grid_run(kb: Any, questions: list[Question], grid: dict[str, list[object]], 
             if len(first) < len(questions):
                 first.append(chunks)
             same += chunks == first[i]
-            docs = distinct_documents(args.titles.get(h.provenance.external_id, h.title) if args.titles else h.title
-                                      for h in hits)
+            docs = hit_documents(hits, args.titles)
             for k in ks:
                 recall[k] += recall_at_k(docs, q.supporting_titles, k)
             if args.per_question:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..corpus import Corpus
     from ..database import Database
     from ..llm import LLM
+    from ..results import Hit
 
 DEFAULT_KS = (2, 5)
 INTERVAL_KS = (2, 5)        # the k whose Recall@k gets a 95 % bootstrap interval over questions
@@ -226,6 +227,12 @@ def document_titles(corpus_file: Path) -> dict[str, str]:
     return {d.external_id: d.title for d in load_path(corpus_file)}
 
 
+def hit_documents(hits: Iterable["Hit"], titles: dict[str, str] | None = None) -> list[str]:
+    """The distinct documents of ``hits``, best first, each as its title (with
+    ``titles``, document_titles: the title of its id, for an untitled corpus)."""
+    return distinct_documents(titles.get(h.provenance.external_id, h.title) if titles else h.title for h in hits)
+
+
 def prepare_corpus(db: "Database", corpus_file: Path, *, extract: str | None = None, llm: "LLM | None" = None,
                    progress: bool = True, methods: Sequence[str] = (),
                    untitled: bool = False) -> tuple["Corpus", EvalCorpus]:
@@ -305,8 +312,7 @@ def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tupl
         t0 = time.perf_counter()
         hits = kb.retrieve(q.question, method=name, k=depth, **options)
         latency_ms = (time.perf_counter() - t0) * 1000
-        docs = distinct_documents(titles.get(h.provenance.external_id, h.title) if titles else h.title
-                                  for h in hits)
+        docs = hit_documents(hits, titles)
         row: dict[str, Any] = {
             "method": name, "id": q.id, "type": q.type, "question": q.question,
             "gold": list(q.supporting_titles), "retrieved": docs[: ks[-1]],
