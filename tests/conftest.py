@@ -27,6 +27,12 @@ for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
 GRAPH_FILES = Path(tempfile.mkdtemp(prefix="pgrag-test-graphs-"))
 GRAPH_FILES.chmod(0o755)
 os.environ["PGRAG_GRAPH_DIR"] = str(GRAPH_FILES / "graphs")
+# Nor a developer's running server: with no PGRAG_DATA_DIR, the default data
+# directory (~/.local/share/pgrag/pgdata) is where `make demo` leaves its server
+# and model runtime, and a test process would find that runtime's socket and
+# embed through it. An empty folder of the session's own holds no server.
+# (Backends are unaffected: in the server the socket is relative to its data.)
+os.environ["PGRAG_DATA_DIR"] = str(GRAPH_FILES / "no-default-server")
 
 # A test that leaves a thread running fails (tests/leaks.py).
 pytest_plugins = ["tests.leaks"]
