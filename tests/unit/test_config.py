@@ -77,3 +77,15 @@ def test_model_threads_one_in_a_backend_the_variable_else_torch_default(env):
     env.setenv("PGRAG_TORCH_THREADS", "0")
     with pytest.raises(ConfigError, match="PGRAG_TORCH_THREADS"):
         config.torch_threads()
+
+
+def test_the_tests_do_not_find_a_developers_default_server(monkeypatch):
+    """`make demo` leaves its server and model runtime in the default data
+    directory; a test process that found that runtime's socket would embed
+    through it (tests/conftest.py points PGRAG_DATA_DIR elsewhere)."""
+    from pgrag import config
+
+    socket = config.default_model_socket()
+    assert not socket.exists()
+    monkeypatch.delenv("PGRAG_DATA_DIR")
+    assert not socket.is_relative_to(config.default_data_dir())      # the developer's default
