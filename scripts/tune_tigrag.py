@@ -18,14 +18,29 @@ next 1,500 (built, then dropped): each combination's p50 over 5 runs in turns, w
 the names found and the seeds of each hop (``linked_drivers``, docs/methods.md):
 
     python scripts/tune_tigrag.py linked_drivers=0,5 --bench musique --long-document 300
+
+--bridge-ceiling asks instead how far the default's recall on a MuSiQue-style set (its questions carry
+``question_decomposition``) is from what it reaches when it knows each hop's bridge, and where the bridges
+it misses are lost (issue 44). A question's gold bridges are the answers of its sub-questions but the last.
+Three runs, by question type (R@2, R@5, R@20): ``default``; ``bridges at hop 2``, every driving chunk's
+names replaced by the gold bridges (two hops, text titles off), as if the second hop chose its bridges
+without a miss; ``one bridge a hop``, hop h's names the h-th bridge alone (four hops, no stop on the
+question's remaining part). Then each gold bridge of the default run by where it stands: named by the
+question, given a vector at some hop, found as a name but given no vector (``bridge_limit``), or never
+among the driving chunks' names. The ceilings replace ``pgrag.methods.tigrag._entities_of`` for the length
+of a run: an analysis, not a setting.
+
+    python scripts/tune_tigrag.py --bench musique --bridge-ceiling
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +48,9 @@ from common import BENCH
 
 import pgrag
 from pgrag.bench.evaluate import Question, corpus_name_for, document_titles, hit_documents, load_questions
-from pgrag.bench.metrics import percentile, recall_at_k
+from pgrag.bench.metrics import gold_groups, percentile, recall_at_k
 from pgrag.bench.timing.cache import runtime_cache
+from pgrag.methods import tigrag
 
 
 def parse_value(text: str) -> object:
@@ -75,6 +91,9 @@ def main() -> None:
                              "of the documents' ids")
     parser.add_argument("--long-document", type=int, default=None, metavar="N",
                         help="one question of a corpus with one document of the bench corpus's first N passages")
+    parser.add_argument("--bridge-ceiling", action="store_true",
+                        help="the default's recall against its recall with the gold bridges, and where the "
+                             "bridges are lost (MuSiQue-style questions)")
     args = parser.parse_args()
     grid = {k: [parse_value(v) for v in vs.split(",")] for k, vs in (g.split("=", 1) for g in args.grid)}
     db = pgrag.connect()
@@ -86,6 +105,9 @@ def main() -> None:
     kb = db.corpus(corpus_name_for(bench / "corpus.json", args.untitled), create=False)
     args.titles = document_titles(bench / "corpus.json") if args.untitled else None
     questions = load_questions(bench / "questions.jsonl")[: args.limit]
+    if args.bridge_ceiling:
+        bridge_ceiling_run(kb, bench, questions)
+        return
     kb.retrieve(questions[0].question, method=args.preset, k=args.depth)  # warm-up
     with runtime_cache(db.dsn, args.runtime_cache):
         grid_run(kb, questions, grid, args)
@@ -166,6 +188,78 @@ def long_document_run(db: Any, corpus_file: Path, paragraphs: int, grid: dict[st
                               "seeds": [len(s["seeds"]) for s in steps if s["step"] == "hop"]}), flush=True)
     finally:
         db.drop_corpus(name)
+
+
+CEILING_RUNS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "bridges at hop 2": {"hops": 2, "text_titles": False},
+    "one bridge a hop": {"hops": 4, "remainder_stop": 0, "text_titles": False},
+}
+
+
+def bridge_ceiling_run(kb: Any, bench: Path, questions: list[Question], ks: tuple[int, ...] = (2, 5, 20)) -> None:
+    """--bridge-ceiling: each of CEILING_RUNS by question type, then where the default's gold bridges stand."""
+    rows = map(json.loads, (bench / "questions.jsonl").read_text(encoding="utf-8").splitlines())
+    decomposition = {row["id"]: row["question_decomposition"] for row in rows}
+    types = sorted({q.type[:4] for q in questions})
+    for t in types:
+        golds = [q.supporting_titles for q in questions if q.type.startswith(t)]
+        print(json.dumps({"type": t, "questions": len(golds), "groups": len(set(gold_groups(golds)))}))
+    standings: dict[str, dict[str, int]] = {t: {} for t in types}
+    for run, options in CEILING_RUNS.items():
+        recall: dict[str, list[list[float]]] = {t: [] for t in types}
+        for q in questions:
+            bridges = [step["answer"] for step in decomposition[q.id][:-1]]
+            with gold_names(bridges, run == "one bridge a hop") if options else contextlib.nullcontext():
+                hits = kb.retrieve(q.question, method="tigrag", k=max(ks), **options)
+            docs = hit_documents(hits)
+            recall[q.type[:4]].append([recall_at_k(docs, q.supporting_titles, k) for k in ks])
+            for bridge in bridges if not options else ():
+                where = standing(q.question, bridge, hits.trace)
+                standings[q.type[:4]][where] = standings[q.type[:4]].get(where, 0) + 1
+        for t, got in recall.items():
+            print(json.dumps({"run": run, "type": t, **{f"R@{k}": round(100 * sum(r[i] for r in got) / len(got), 1)
+                                                        for i, k in enumerate(ks)}}))
+    for t, counts in standings.items():
+        print(json.dumps({"bridges": t, **counts}))
+
+
+@contextlib.contextmanager
+def gold_names(bridges: list[str], one_a_hop: bool) -> Iterator[None]:
+    """Every driving chunk names ``bridges`` (``one_a_hop``: the next one alone) while inside."""
+    real = tigrag._entities_of
+    hop = iter(range(len(bridges) + 8))
+
+    def names(ctx: Any, chunk_ids: list[int], settings: Any, trace: Any) -> dict[int, list[str]]:
+        real(ctx, chunk_ids, settings, trace)   # the method's own query and trace step
+        given = bridges[next(hop):][:1] if one_a_hop else bridges
+        return {c: list(given) for c in chunk_ids}
+
+    tigrag._entities_of = names
+    try:
+        yield
+    finally:
+        tigrag._entities_of = real
+
+
+def _key(name: str) -> str:
+    return " ".join(name.casefold().removeprefix("the ").split())
+
+
+def standing(question: str, bridge: str, trace: Any) -> str:
+    """Where a gold bridge stands in a default run's trace. A name matches it when
+    equal, or one holds the other ("the Army", "United States Army")."""
+    b = _key(bridge)
+
+    def among(names: list[str]) -> bool:
+        return any(b == _key(n) or (len(b) > 3 and (b in _key(n) or _key(n) in b)) for n in names)
+
+    if b in _key(question):
+        return "named by the question"
+    if among([e for s in trace.steps if s.get("step") == "hop_embeddings" for e in s.get("context") or {}]):
+        return "given a vector"
+    found = [e for s in trace.steps if s.get("step") == "entities" for e in s["found"]]
+    return "found, no vector" if among(found) else "never found"
 
 
 if __name__ == "__main__":
