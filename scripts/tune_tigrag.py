@@ -198,7 +198,8 @@ CEILING_RUNS: dict[str, dict[str, Any]] = {
 
 
 def bridge_ceiling_run(kb: Any, bench: Path, questions: list[Question], ks: tuple[int, ...] = (2, 5, 20)) -> None:
-    """--bridge-ceiling: each of CEILING_RUNS by question type, then where the default's gold bridges stand."""
+    """--bridge-ceiling: each of CEILING_RUNS by question type, and by whether the default gave every gold
+    bridge a vector (or the question names it) or lost one; then where the default's gold bridges stand."""
     rows = map(json.loads, (bench / "questions.jsonl").read_text(encoding="utf-8").splitlines())
     decomposition = {row["id"]: row["question_decomposition"] for row in rows}
     types = sorted({q.type[:4] for q in questions})
@@ -206,20 +207,25 @@ def bridge_ceiling_run(kb: Any, bench: Path, questions: list[Question], ks: tupl
         golds = [q.supporting_titles for q in questions if q.type.startswith(t)]
         print(json.dumps({"type": t, "questions": len(golds), "groups": len(set(gold_groups(golds)))}))
     standings: dict[str, dict[str, int]] = {t: {} for t in types}
+    lost: dict[str, bool] = {}      # by question: the default lost one of its bridges
     for run, options in CEILING_RUNS.items():
-        recall: dict[str, list[list[float]]] = {t: [] for t in types}
+        recall: dict[tuple[str, str], list[list[float]]] = {}
         for q in questions:
             bridges = [step["answer"] for step in decomposition[q.id][:-1]]
             with gold_names(bridges, run == "one bridge a hop") if options else contextlib.nullcontext():
                 hits = kb.retrieve(q.question, method="tigrag", k=max(ks), **options)
-            docs = hit_documents(hits)
-            recall[q.type[:4]].append([recall_at_k(docs, q.supporting_titles, k) for k in ks])
-            for bridge in bridges if not options else ():
-                where = standing(q.question, bridge, hits.trace)
-                standings[q.type[:4]][where] = standings[q.type[:4]].get(where, 0) + 1
-        for t, got in recall.items():
-            print(json.dumps({"run": run, "type": t, **{f"R@{k}": round(100 * sum(r[i] for r in got) / len(got), 1)
-                                                        for i, k in enumerate(ks)}}))
+            if not options:
+                where = [standing(q.question, bridge, hits.trace) for bridge in bridges]
+                for w in where:
+                    standings[q.type[:4]][w] = standings[q.type[:4]].get(w, 0) + 1
+                lost[q.id] = any(w not in ("named by the question", "given a vector") for w in where)
+            got = [recall_at_k(hit_documents(hits), q.supporting_titles, k) for k in ks]
+            for group in ("all", "a bridge lost" if lost[q.id] else "none lost"):
+                recall.setdefault((q.type[:4], group), []).append(got)
+        for (t, group), got in sorted(recall.items()):
+            print(json.dumps({"run": run, "type": t, "questions": group, "n": len(got),
+                              **{f"R@{k}": round(100 * sum(r[i] for r in got) / len(got), 1)
+                                 for i, k in enumerate(ks)}}))
     for t, counts in standings.items():
         print(json.dumps({"bridges": t, **counts}))
 
