@@ -201,7 +201,9 @@ def bridge_ceiling_run(kb: Any, bench: Path, questions: list[Question], ks: tupl
     """--bridge-ceiling: each of CEILING_RUNS by question type, and by whether the default gave every gold
     bridge a vector (or the question names it) or lost one; then where the default's gold bridges stand."""
     rows = map(json.loads, (bench / "questions.jsonl").read_text(encoding="utf-8").splitlines())
-    decomposition = {row["id"]: row["question_decomposition"] for row in rows}
+    decomposition = {row["id"]: row.get("question_decomposition") for row in rows}
+    if not all(decomposition.values()):
+        raise SystemExit(f"--bridge-ceiling needs MuSiQue's question_decomposition on every question of {bench}")
     types = sorted({q.type[:4] for q in questions})
     for t in types:
         golds = [q.supporting_titles for q in questions if q.type.startswith(t)]
