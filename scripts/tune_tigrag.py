@@ -236,7 +236,7 @@ def bridge_ceiling_run(kb: Any, bench: Path, questions: list[Question], ks: tupl
 def gold_names(bridges: list[str], one_a_hop: bool) -> Iterator[None]:
     """Every driving chunk names ``bridges`` (``one_a_hop``: the next one alone) while inside."""
     real = tigrag._entities_of
-    hop = iter(range(len(bridges) + 8))
+    hop = itertools.count()
 
     def names(ctx: Any, chunk_ids: list[int], settings: Any, trace: Any) -> dict[int, list[str]]:
         real(ctx, chunk_ids, settings, trace)   # the method's own query and trace step
