@@ -132,6 +132,20 @@ THREADRAG_ANSWER = (
 
 
 # ---------------------------------------------------------------------------
+# TIGRAG's reader (pgrag's own, `tigrag-reader`): after a hop, which names the
+# next hop should look up, in ThreadRAG's sufficiency format (an LLM-free
+# TIGRAG takes them from the NER of the hop's best passage instead).
+# ---------------------------------------------------------------------------
+
+TIGRAG_READER = (
+    "Passages:\n{context}\n\nQuestion: {question}\n\n"
+    "Do the passages contain every fact needed to answer the question? If not, name what they say that "
+    "the next search should look up. Reply with JSON only: "
+    '{{"sufficient": true}} or {{"sufficient": false, "missing": ["name of a person, place or work to look up"]}}'
+)
+
+
+# ---------------------------------------------------------------------------
 # Identification: which of the prompts above a chat request is. Used by the
 # oracle reader (pgrag.bench.oracle) to answer each prompt in its expected format;
 # the templates themselves are the patterns, so a changed prompt is recognised
@@ -151,6 +165,7 @@ KINDS: dict[str, tuple[str | None, str]] = {
     "threadrag_entities": (None, THREADRAG_ENTITIES),
     "threadrag_sufficient": (None, THREADRAG_SUFFICIENT),
     "threadrag_answer": (None, THREADRAG_ANSWER),
+    "tigrag_reader": (None, TIGRAG_READER),
 }
 
 

@@ -70,7 +70,7 @@ from ..index.pagerank import personalized_pagerank, push_pagerank, top_nodes
 from ..index.postings import Postings
 from ..results import Hits, Trace
 from ..titles import Link, TitleIndex, title_index
-from . import tigrag_chain, tigrag_vectors
+from . import tigrag_chain, tigrag_reader, tigrag_vectors
 from .spec import MethodSpec
 from .tigrag_settings import PRESETS, TigragSettings
 
@@ -105,11 +105,21 @@ class _Walk:
     entities: list[str] = field(default_factory=list)   # the new entities, in the order they extended the query
     resolved: list[str] = field(default_factory=list)   # texts of the chunks whose entities drove the hops
     used: set[int] = field(default_factory=set)         # the chunks whose entities drove a hop
+    reader: tigrag_reader.Reader | None = None          # the LLM naming the bridges (tigrag-reader)
 
 
 def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: str = "tigrag") -> Hits:
     trace = Trace(method=name, query=question)
     trace.step("settings", **dataclasses.asdict(settings))
+    if not settings.reader:
+        return _run(ctx, question, k, settings, trace)
+    if ctx.llm is None:
+        trace.step("fallback", note=ctx.llm_note, reader="the NER's names drive every hop")
+    with ctx.charged(trace):
+        return _run(ctx, question, k, settings, trace)
+
+
+def _run(ctx: "Context", question: str, k: int, settings: TigragSettings, trace: Trace) -> Hits:
     t0 = time.perf_counter()
     graph, postings, source = ctx.ranking_index()
     trace.timings_ms["graph"] = (time.perf_counter() - t0) * 1000
@@ -123,6 +133,8 @@ def run(ctx: "Context", question: str, k: int, settings: TigragSettings, name: s
     titled = set(linked)    # the chunks of the documents the question names (lead_named)
     question_vectors = ctx.encode_later([question], trace)
     walk = _Walk(query=question, vectors=question_vectors, linked=linked)
+    if settings.reader and ctx.llm is not None:
+        walk.reader = tigrag_reader.Reader(ctx.llm, settings.reader_passages, settings.reader_chars)
     rankings: list[list[_Scored]] = []     # each hop's, best first
     for hop in range(1, settings.hops + 1):
         ranked = _walk_hop(ctx, graph, postings, question, walk, settings, hop, trace)
@@ -183,6 +195,17 @@ def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, que
     unlinked = set() if settings.text_title_links else {e.casefold() for e in found[named:]}
     if settings.hop_remainder != "off":
         walk.resolved += [" ".join(t) for t in texts.values()]
+    if walk.reader is not None:
+        verdict = tigrag_reader.read(ctx, walk.reader, question, [s.chunk_id for s in ranked], hop, trace)
+        if verdict is not None and verdict.sufficient and hop >= 2:
+            trace.step("stop", hop=hop, reason="the reader: the passages suffice")
+            return False
+        import os
+        if verdict is not None and verdict.names:
+            if os.environ.get("RV") == "B":
+                found = list(dict.fromkeys(verdict.names + found))
+            elif any(e.casefold() not in walk.seen for e in verdict.names):
+                found = verdict.names
     if settings.bridges:
         found = tigrag_chain.bridges(question, found)
     new = [e for e in found if e.casefold() not in walk.seen]
@@ -520,5 +543,6 @@ def _entities_of(ctx: "Context", chunk_ids: list[int], settings: TigragSettings,
     return {c: [e for e in names if e] for c, names in out.items()}
 
 
-SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings, filters=True)
+SPECS = [MethodSpec(name=name, run=functools.partial(run, name=name), settings=settings, filters=True,
+                    takes_llm=settings.reader)
          for name, settings in PRESETS.items()]

@@ -97,6 +97,12 @@ class TigragSettings:
     # lead_named: the documents the question names by title (link_titles) take those places first.
     lead: int = 2
     lead_named: bool = True
+    # An LLM reader names each hop's bridges from the best passages so far, and stops the
+    # hops when they suffice (pgrag.methods.tigrag_reader; method tigrag-reader, which
+    # takes the LLM). Without one, or when it fails, the NER's names drive the hop.
+    reader: bool = False
+    reader_passages: int = 3        # each hop's best chunks the reader is shown
+    reader_chars: int = 6000        # the cap on what it is shown
 
     def __post_init__(self) -> None:
         if self.linked_drivers < 0:
@@ -117,6 +123,8 @@ class TigragSettings:
             raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
         if self.mention_sources < 1 or self.mention_max < 1:
             raise ValueError("mention_sources and mention_max must be at least 1")
+        if self.reader_passages < 1 or self.reader_chars < 1:
+            raise ValueError("reader_passages and reader_chars must be at least 1")
         if self.bridge_limit < 0 or self.lead < 0:
             raise ValueError("bridge_limit and lead must be at least 0")
 
@@ -129,6 +137,7 @@ PAPER = TigragSettings(tolerance=1e-4, graph_weight=0.0, entity_labels=None, max
 PRESETS: dict[str, TigragSettings] = {
     "tigrag": TigragSettings(),
     "tigrag-paper": PAPER,
+    "tigrag-reader": TigragSettings(reader=True),
     # The ablations of the paper's Table 10, each on the paper's pipeline.
     "tigrag-no-bm25": dataclasses.replace(PAPER, bm25=False),
     "tigrag-degree": dataclasses.replace(PAPER, centrality="degree"),

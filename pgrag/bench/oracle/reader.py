@@ -146,10 +146,10 @@ class Oracle:
         names = [e.asked for e in plan.entities if e.asked]
         return Answered("threadrag_entities", json.dumps({"entities": names}, ensure_ascii=False), names, [], [])
 
-    def _threadrag_sufficient(self, plan: Plan, fields: dict[str, str]) -> Answered:
+    def _threadrag_sufficient(self, plan: Plan, fields: dict[str, str], kind: str = "threadrag_sufficient") -> Answered:
         reading = read(plan, evidence_lines(fields["context"]))
         if len(reading.supported) == len(plan.triples):
-            return Answered("threadrag_sufficient", json.dumps({"sufficient": True}), [], sorted(reading.supported), [])
+            return Answered(kind, json.dumps({"sufficient": True}), [], sorted(reading.supported), [])
         missing: list[str] = []
         for t, (s, _r, o) in enumerate(plan.triples):
             if t in reading.supported:
@@ -158,7 +158,11 @@ class Oracle:
             if end is not None and reading.surface[end] not in missing:
                 missing.append(reading.surface[end])
         reply = json.dumps({"sufficient": False, "missing": missing}, ensure_ascii=False)
-        return Answered("threadrag_sufficient", reply, missing, sorted(reading.supported), [])
+        return Answered(kind, reply, missing, sorted(reading.supported), [])
+
+    # -- TIGRAG's reader: the same judgement as ThreadRAG's sufficiency check
+    def _tigrag_reader(self, plan: Plan, fields: dict[str, str]) -> Answered:
+        return self._threadrag_sufficient(plan, fields, "tigrag_reader")
 
     def _threadrag_answer(self, plan: Plan, fields: dict[str, str]) -> Answered:
         return self._final("threadrag_answer", plan, evidence_lines(fields["context"]))
