@@ -191,7 +191,7 @@ class Corpus:
 
         ``options`` override a method's settings, e.g. ``kb.retrieve(q,
         method="tigrag", gamma=100, hops=3)`` (see ``pgrag.methods.tigrag.TigragSettings``).
-        ``llm`` goes to the LLM-driven methods (``t2rag``, ``threadrag``, ``cirag``):
+        ``llm`` goes to the LLM-driven methods (``t2rag``, ``threadrag``, ``cirag``, ``tigrag-reader``):
         a client, False for none, or None for the one in PGRAG_LLM_*."""
         spec = methods.get(method)
         if llm is not None and not spec.takes_llm:

@@ -200,12 +200,10 @@ def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, que
         if verdict is not None and verdict.sufficient and hop >= 2:
             trace.step("stop", hop=hop, reason="the reader: the passages suffice")
             return False
-        import os
-        if verdict is not None and verdict.names:
-            if os.environ.get("RV") == "B":
-                found = list(dict.fromkeys(verdict.names + found))
-            elif any(e.casefold() not in walk.seen for e in verdict.names):
-                found = verdict.names
+        # A reader that only asks again for names already searched (the search found
+        # nothing better) leaves the hop to the NER's names.
+        if verdict is not None and any(e.casefold() not in walk.seen for e in verdict.names):
+            found = verdict.names
     if settings.bridges:
         found = tigrag_chain.bridges(question, found)
     new = [e for e in found if e.casefold() not in walk.seen]

@@ -207,3 +207,15 @@ def test_an_alias_the_question_names_is_not_a_surface_of_the_answer():
                 "title": "Hindus"}]}
     plan = plan_for(Gold.from_json(raw))
     assert plan.entities[-1].surfaces == ["the country of India", "Republic of India"]
+
+
+def test_the_oracle_names_tigrag_readers_next_bridge_from_the_passages_shown():
+    """TIGRAG's reader prompt gets ThreadRAG's judgement: the bridge the passages
+    establish and the search still needs, then sufficient once the chain is there."""
+    oracle = Oracle([Gold.from_json(MANCHURIA)])
+    q = MANCHURIA["question"]
+    assert prompts.identify(chat("tigrag_reader", question=q, context=HOP1))[0] == "tigrag_reader"
+    verdict = threadrag_agent.parse_verdict(json.loads(oracle.answer(chat("tigrag_reader", question=q, context=HOP1))))
+    assert verdict == (False, ["Japan"])
+    both = oracle.answer(chat("tigrag_reader", question=q, context=f"{HOP1}\n\n{HOP2_ALIAS}"))
+    assert threadrag_agent.parse_verdict(json.loads(both)) == (True, [])
