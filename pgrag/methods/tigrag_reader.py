@@ -18,6 +18,7 @@ from .. import prompts
 from ..llm import LLMError
 from ..results import Trace
 from .threadrag_agent import parse_verdict
+from .tigrag_chain import canonical, named_in
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -58,5 +59,9 @@ def read(ctx: "Context", reader: Reader, question: str, ranked: list[int], hop: 
         trace.step("reader", hop=hop, error=str(exc)[:200], fallback="the NER's names")
         return None
     trace.time("llm", t0)
-    trace.step("reader", hop=hop, shown=list(reader.shown), sufficient=sufficient, names=names)
-    return Verdict(sufficient, [] if sufficient else names)
+    # A name in neither the passages nor the question is the model's guess, not a reading.
+    said = named_in(f"{context} {question}")
+    kept = [n for n in names if said(n) or said(canonical(n))]
+    trace.step("reader", hop=hop, shown=list(reader.shown), sufficient=sufficient, names=kept,
+               **({"dropped": [n for n in names if n not in kept]} if len(kept) < len(names) else {}))
+    return Verdict(sufficient, [] if sufficient else kept)

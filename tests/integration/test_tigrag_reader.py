@@ -36,6 +36,8 @@ def _replies(*replies):
 
 
 def _run(kb, script, **options):
+    """tigrag-reader's hits and the requests made (each test's database is fresh,
+    so no reply comes from another test's cache)."""
     with FakeLLM(script) as fake:
         llm = kb.llm(LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0))
         hits = kb.retrieve(QUESTION, method="tigrag-reader", k=6, llm=llm, **options)
@@ -79,6 +81,23 @@ def test_sufficient_stops_the_hops_from_the_second_on(kb):
 def test_a_reader_asking_again_for_a_name_searched_leaves_the_ner_names(kb):
     hits, _ = _run(kb, _replies('{"sufficient": false, "missing": ["Anton Weller"]}'))
     assert [(e["hop"], e["new"]) for e in _steps(hits, "entities")] == [
+        (1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
+
+
+def test_a_name_in_neither_the_passages_nor_the_question_is_dropped(kb):
+    """A weak model's guess ("Mozart") does not steer a hop, and the trace keeps
+    it; "the Hollstadt" is kept (Anton Weller's passage names Hollstadt)."""
+    hits, _ = _run(kb, _replies('{"sufficient": false, "missing": ["Mozart", "Anton Weller"]}',
+                                '{"sufficient": false, "missing": ["Mozart", "the Hollstadt"]}',
+                                '{"sufficient": true}'))
+    assert [(r["names"], r["dropped"]) for r in _steps(hits, "reader")] == [
+        (["Anton Weller"], ["Mozart"]), (["the Hollstadt"], ["Mozart"])]
+    assert [(e["hop"], e["new"]) for e in _steps(hits, "entities")] == [(1, ["Anton Weller"]), (2, ["the Hollstadt"])]
+
+
+def test_a_reader_that_names_nothing_it_was_shown_leaves_the_ner_names(kb):
+    guess, _ = _run(kb, _replies('{"sufficient": false, "missing": ["Mozart"]}'))
+    assert [(e["hop"], e["new"]) for e in _steps(guess, "entities")] == [
         (1, ["Anton Weller"]), (2, ["German", "Hollstadt", "Leipzig"])]
 
 
