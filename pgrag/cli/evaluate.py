@@ -71,7 +71,7 @@ def eval_command(corpus_file: Path, questions_file: Path, method_names: list[str
         --questions ../shared/bench/2wiki/questions.jsonl --methods dense,bm25,hybrid
         --out report.json --markdown report.md --plot report.png
 
-    With --oracle the answering methods (t2rag, cirag, threadrag) get the oracle
+    With --oracle the methods that take an LLM (t2rag, cirag, threadrag, tigrag-reader) get the oracle
     reader instead of an LLM:
 
         pgrag eval --corpus-file ../shared/bench/2wiki/corpus.json

@@ -134,7 +134,7 @@ def _run(ctx: "Context", question: str, k: int, settings: TigragSettings, trace:
     question_vectors = ctx.encode_later([question], trace)
     walk = _Walk(query=question, vectors=question_vectors, linked=linked)
     if settings.reader and ctx.llm is not None:
-        walk.reader = tigrag_reader.Reader(ctx.llm, settings.reader_passages, settings.reader_chars)
+        walk.reader = tigrag_reader.Reader(ctx.llm, settings)
     rankings: list[list[_Scored]] = []     # each hop's, best first
     for hop in range(1, settings.hops + 1):
         ranked = _walk_hop(ctx, graph, postings, question, walk, settings, hop, trace)

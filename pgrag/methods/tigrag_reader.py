@@ -19,6 +19,7 @@ from ..llm import LLMError
 from ..results import Trace
 from .threadrag_agent import parse_verdict
 from .tigrag_chain import canonical, named_in
+from .tigrag_settings import TigragSettings
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -30,8 +31,7 @@ class Reader:
     """The LLM and what it has been shown so far (chunk ids, first shown first)."""
 
     llm: "LLM"
-    passages: int                   # each hop's best chunks shown
-    chars: int                      # the evidence's length cap
+    settings: TigragSettings        # reader_passages, reader_chars, reader_tokens
     shown: list[int] = field(default_factory=list)
 
 
@@ -45,15 +45,15 @@ def read(ctx: "Context", reader: Reader, question: str, ranked: list[int], hop: 
          trace: Trace) -> Verdict | None:
     """The reader's verdict after hop ``hop`` (``ranked``: its chunk ids, best
     first), shown every earlier hop's passages too; None when the LLM failed."""
-    reader.shown += [c for c in ranked[: reader.passages] if c not in reader.shown]
+    reader.shown += [c for c in ranked[: reader.settings.reader_passages] if c not in reader.shown]
     texts = ctx.chunk_texts(reader.shown)
     context = "\n".join(f"[{title}] {' '.join(text.split())}" for title, text in
-                        (texts[c] for c in reader.shown if c in texts))[: reader.chars]
+                        (texts[c] for c in reader.shown if c in texts))[: reader.settings.reader_chars]
     t0 = time.perf_counter()
     try:
         sufficient, names = reader.llm.structured(
             [{"role": "user", "content": prompts.TIGRAG_READER.format(context=context, question=question)}],
-            parse_verdict)
+            parse_verdict, max_tokens=reader.settings.reader_tokens)
     except LLMError as exc:
         trace.time("llm", t0)
         trace.step("reader", hop=hop, error=str(exc)[:200], fallback="the NER's names")

@@ -103,6 +103,7 @@ class TigragSettings:
     reader: bool = False
     reader_passages: int = 3        # each hop's best chunks the reader is shown
     reader_chars: int = 6000        # the cap on what it is shown
+    reader_tokens: int = 200        # the cap on its reply, a short JSON value (a small model rambles to 512)
 
     def __post_init__(self) -> None:
         if self.linked_drivers < 0:
@@ -123,8 +124,8 @@ class TigragSettings:
             raise ValueError("hop_remainder must be 'off', 'add' or 'replace'")
         if self.mention_sources < 1 or self.mention_max < 1:
             raise ValueError("mention_sources and mention_max must be at least 1")
-        if self.reader_passages < 1 or self.reader_chars < 1:
-            raise ValueError("reader_passages and reader_chars must be at least 1")
+        if min(self.reader_passages, self.reader_chars, self.reader_tokens) < 1:
+            raise ValueError("reader_passages, reader_chars and reader_tokens must be at least 1")
         if self.bridge_limit < 0 or self.lead < 0:
             raise ValueError("bridge_limit and lead must be at least 0")
 

@@ -127,7 +127,7 @@ def test_the_real_local_llm_drives_the_reader(kb, local_llm_url):
 
     with RecordingProxy(local_llm_url) as proxy:
         llm = kb.llm(LLMSettings(base_url=proxy.base_url, model=MODEL_ALIAS, max_tokens=48, timeout=120))
-        hits = kb.retrieve(QUESTION, method="tigrag-reader", k=6, llm=llm, reader_chars=1500)
+        hits = kb.retrieve(QUESTION, method="tigrag-reader", k=6, llm=llm, reader_chars=1500, reader_tokens=48)
     trace = hits.trace
     assert trace.llm_calls == len(proxy.exchanges) >= 2
     assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage()
