@@ -1,6 +1,6 @@
 """An oracle reader: an OpenAI-compatible chat server that answers the prompts
-of T2RAG, CIRAG and ThreadRAG as an ideal reader of each prompt would, from the
-gold record of the question (2WikiMultiHopQA's ``evidences`` triples and
+of T2RAG, CIRAG, ThreadRAG and TIGRAG's reader as an ideal reader of each
+prompt would, from the gold record of the question (2WikiMultiHopQA's ``evidences`` triples and
 ``answer``, or triples derived from MuSiQue's ``question_decomposition``, see
 ``gold``, with its ``answer_aliases``). ``pgrag eval --oracle`` starts one on
 127.0.0.1 and points the answering methods at it, so their loops (parsers, state
@@ -33,6 +33,8 @@ the evidence). Then:
 - sufficiency (ThreadRAG): sufficient when every triple is supported, else the
   known ends of the unsupported triples are "missing";
 - entities (ThreadRAG): the question's entities;
+- TIGRAG's reader (``tigrag-reader``): the sufficiency reply above, its
+  "missing" the names the next hop looks up;
 - final answers: the gold answer when every triple is supported by the
   evidence of the prompt (an accepted alias when only the alias is there),
   else the method's refusal ("Unanswerable" for CIRAG, "unknown" otherwise).
