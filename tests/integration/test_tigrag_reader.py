@@ -10,20 +10,10 @@ import pytest
 
 from pgrag.exceptions import PgragError
 from pgrag.llm import LLMSettings
-from tests.conftest import seeded_database
 from tests.fake_llm import FakeLLM, Status
-from tests.integration.test_tigrag_chain import CHAIN_DOCS, QUESTION
 
-database_uri = seeded_database("chain", docs=CHAIN_DOCS)
-
-
-@pytest.fixture
-def kb(db):
-    return db.corpus("chain")
-
-
-def _steps(hits, name):
-    return [s for s in hits.trace.steps if s["step"] == name]
+# the chain corpus, its fixtures and helper (pytest takes fixtures from a module's names)
+from tests.integration.test_tigrag_chain import QUESTION, _steps, database_uri, kb  # noqa: F401
 
 
 def _replies(*replies):
