@@ -195,7 +195,9 @@ def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, que
     unlinked = set() if settings.text_title_links else {e.casefold() for e in found[named:]}
     if settings.hop_remainder != "off":
         walk.resolved += [" ".join(t) for t in texts.values()]
-    if walk.reader is not None:
+    # With a reader, the remainder check comes first: a hop that stops anyway needs no reading.
+    left = _unanswered(ctx, question, walk, settings, hop) if walk.reader is not None else None
+    if walk.reader is not None and not _resolved(left, settings):
         verdict = tigrag_reader.read(ctx, walk.reader, question, [s.chunk_id for s in ranked], hop, trace)
         if verdict is not None and verdict.sufficient and hop >= 2:
             trace.step("stop", hop=hop, reason="the reader: the passages suffice")
@@ -212,11 +214,11 @@ def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, que
     if not new:
         trace.step("stop", hop=hop, reason="no new entities")
         return False
-    if settings.hop_remainder != "off" and settings.remainder_stop and hop >= 2:
-        left = ctx.tokenize(tigrag_chain.remainder(question, " ".join(walk.resolved)))
-        if len(left) < settings.remainder_stop:
-            trace.step("stop", hop=hop, reason="question resolved", remainder=left)
-            return False
+    if left is None:
+        left = _unanswered(ctx, question, walk, settings, hop)
+    if _resolved(left, settings):
+        trace.step("stop", hop=hop, reason="question resolved", remainder=left)
+        return False
     if sources:     # only for a hop that runs
         walk.chains = tigrag_chain.mention_links(ctx, postings, sources, entities_of, question,
                                                  settings.mention_max, trace, hop + 1)
@@ -227,6 +229,18 @@ def _next_hop(ctx: "Context", postings: Postings, titles: TitleIndex | None, que
                    if settings.link_entities and titles is not None else [])
     walk.vectors, walk.bonus = _next_vectors(ctx, question, question_vectors, walk, texts, settings, hop, trace)
     return True
+
+
+def _unanswered(ctx: "Context", question: str, walk: _Walk, settings: TigragSettings, hop: int) -> list[str] | None:
+    """The question's terms the driving chunks so far leave unanswered, where
+    remainder_stop applies after ``hop``; else None."""
+    if settings.hop_remainder == "off" or not settings.remainder_stop or hop < 2:
+        return None
+    return ctx.tokenize(tigrag_chain.remainder(question, " ".join(walk.resolved)))
+
+
+def _resolved(left: list[str] | None, settings: TigragSettings) -> bool:
+    return left is not None and len(left) < settings.remainder_stop
 
 
 def _linked_drivers(postings: Postings, ranked: list[_Scored], linked: list[int], per_document: int) -> list[int]:
