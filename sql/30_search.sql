@@ -123,8 +123,13 @@ $$;
 
 -- pgrag.dense inside a metadata filter (pgrag.filters, the documents given),
 -- for corpora past the size the ranking index ranks in memory: the same HNSW
--- scan, which pgvector's iterative scan continues until k chunks of those
--- documents are found (relaxed order, so the rows are sorted again here).
+-- scan, which pgvector's iterative scan (pgvector >= 0.8) continues until k
+-- chunks of those documents are found (relaxed order, so the rows are sorted
+-- again here). An older pgvector has no iterative scan: its HNSW scan would stop
+-- at ef_search candidates and could return fewer than k chunks of the filter, so
+-- there the filter's chunks are ranked exactly instead (a MATERIALIZED CTE, which
+-- no index scan reaches): the true nearest k, as good as or better than HNSW's,
+-- at the cost of reading every chunk of those documents.
 CREATE OR REPLACE FUNCTION pgrag_internal.dense_within(p_corpus bigint, query_embedding vector, k integer,
                                                       document_ids bigint[])
 RETURNS TABLE (chunk_id bigint, document_id bigint, score float8)
@@ -135,8 +140,22 @@ DECLARE
     dim integer;
     previous_ef text := current_setting('hnsw.ef_search', true);
     previous_scan text := current_setting('hnsw.iterative_scan', true);
+    iterative boolean;
 BEGIN
     SELECT c.embedding_dim INTO dim FROM pgrag.corpus c WHERE c.corpus_id = p_corpus;
+    SELECT coalesce((regexp_match(e.extversion, '^(\d+)\.(\d+)'))::integer[] >= '{0,8}', false) INTO iterative
+    FROM pg_extension e WHERE e.extname = 'vector';
+    IF NOT coalesce(iterative, false) THEN
+        RETURN QUERY EXECUTE format(
+            'WITH within AS MATERIALIZED (
+                 SELECT c.chunk_id, c.document_id, c.embedding
+                 FROM pgrag.chunk c WHERE c.corpus_id = $1 AND c.document_id = ANY ($4))
+             SELECT w.chunk_id, w.document_id, 1 - (w.embedding::vector(%s) <=> $2)
+             FROM within w
+             ORDER BY w.embedding::vector(%s) <=> $2, w.chunk_id LIMIT $3', dim, dim)
+            USING p_corpus, query_embedding, greatest(k, 0), document_ids;
+        RETURN;
+    END IF;
     PERFORM set_config('hnsw.ef_search', least(greatest(k,
         coalesce(nullif(current_setting('pgrag.ef_search', true), '')::integer, 200)), 1000)::text, true);
     PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
