@@ -24,7 +24,7 @@ from .db import Connector, translated
 from .queries import query
 from .resources import resource_dir, sql_file
 
-MIN_SERVER_VERSION = 170000  # pg_c_utf8 collation (token pipeline) needs PostgreSQL 17
+MIN_SERVER_VERSION = 160000  # the oldest tested (tests/managed: PostgreSQL 16 with pgvector 0.6)
 MIGRATION_LOCK = 7_414_247_100  # advisory lock key: one migrator at a time
 # Step 80 of the upgrade files has two alternatives; _install_runtime picks one.
 RUNTIME_PLPYTHON = "80_runtime_plpython.sql"
@@ -40,8 +40,8 @@ def check_server(db: Connector) -> None:
             "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
     if int(version) < MIN_SERVER_VERSION:
         raise exc.UnsupportedServer(
-            f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 17 or newer "
-            "(its token pipeline uses the builtin pg_c_utf8 collation)")
+            f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 16 or newer "
+            "(16 to 18 are tested; docs/operations.md)")
     if encoding != "UTF8":
         raise exc.UnsupportedServer(f"database encoding is {encoding}; pgrag needs a UTF8 database")
 
