@@ -18,6 +18,9 @@ from psycopg import sql
 # Test tiers that must run, not skip, where their data or tools are missing
 # (.ci/run sets PGRAG_TEST_REQUIRE=citus,2wiki): read before the settings are cleared.
 REQUIRED = frozenset(t.strip() for t in os.environ.get("PGRAG_TEST_REQUIRE", "").split(",") if t.strip())
+# The managed tier's server (tests/managed/conftest.py): pgserver's PostgreSQL 16
+# unless this names another PostgreSQL's bin folder (with pgvector installed in it).
+MANAGED_BIN = os.environ.get("PGRAG_TEST_MANAGED_BIN") or None
 # Tests must not pick up a developer's settings.
 for _name in [n for n in os.environ if n.startswith("PGRAG_")]:
     del os.environ[_name]

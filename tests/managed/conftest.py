@@ -14,6 +14,9 @@ Fixtures:
   module-scoped fixture (one corpus ingested for a whole module).
 
 Without pgserver the tier skips, and fails where PGRAG_TEST_REQUIRE names ``managed``.
+PGRAG_TEST_MANAGED_BIN=/path/to/bin runs the tier on another PostgreSQL (its
+initdb, pg_ctl and postgres, with pgvector installed beside them): 17.11 with
+pgvector 0.7.4 built from source passed it so.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.conftest import skip_unless_required
+from tests.conftest import MANAGED_BIN, skip_unless_required
 
 APP_ROLE = "app"
 # One password a session; the URIs carry it (percent-encoding not needed: hex).
@@ -48,7 +51,10 @@ local   all   all                      scram-sha-256
 
 
 def pg16_bin() -> Path | None:
-    """The bin folder of pgserver's PostgreSQL 16, or None where it is not installed."""
+    """The bin folder of pgserver's PostgreSQL 16 (or PGRAG_TEST_MANAGED_BIN's),
+    or None where it is not installed."""
+    if MANAGED_BIN:
+        return Path(MANAGED_BIN)
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -116,6 +122,8 @@ def pg16_server() -> Iterator[Pg16Server]:
     if bindir is None:
         skip_unless_required("managed", "PostgreSQL 16 is absent (pip install pgserver==0.1.4: the test extra)")
     assert bindir is not None
+    if not (bindir / "postgres").is_file():
+        pytest.fail(f"PGRAG_TEST_MANAGED_BIN={bindir} holds no postgres", pytrace=False)
     root = Path(tempfile.mkdtemp(prefix="pgrag-pg16-"))
     server = Pg16Server(bindir, root)
     try:
