@@ -182,3 +182,38 @@ def test_the_tokenizer_names_its_collation(pg16: Any, pg18: Any) -> None:
     expected = 'COLLATE "C.utf8"' if server_version(pg16) < 170000 else "COLLATE pg_c_utf8"
     assert expected in definitions[0][0]
     assert "COLLATE pg_c_utf8" in definitions[1][0]
+
+
+def test_without_a_unicode_collation_the_default_one_serves_with_a_warning(pg16_admin_uri: str) -> None:
+    """A server whose OS has no C.UTF-8 locale (here: the collation dropped from
+    a 16 database before pgrag migrates it) gets the database's default
+    collation (plain "C" here: ASCII only), and applying the file says so."""
+    import pgrag
+    from pgrag import sqlscript
+    from pgrag.resources import sql_file
+
+    with managed_database(pg16_admin_uri) as uri:
+        name = psycopg.conninfo.conninfo_to_dict(uri)["dbname"]
+        with psycopg.connect(pg16_admin_uri, dbname=name, autocommit=True) as conn:
+            if int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0]) >= 170000:
+                pytest.skip("pg_c_utf8 is built in from PostgreSQL 17: nothing to take away")
+            conn.execute('DROP COLLATION IF EXISTS pg_catalog."C.utf8"')
+            conn.execute('DROP COLLATION IF EXISTS pg_catalog."C.UTF-8"')
+        db = pgrag.connect(uri)
+        try:
+            tokens = db.corpus(CORPUS).tokenize("ÉCOLE und Straße")
+        finally:
+            db.close()
+        notices: list[str] = []
+        with psycopg.connect(uri) as conn:   # the file again, as every upgrade applies it
+            conn.add_notice_handler(lambda d: notices.append(f"{d.severity_nonlocalized}: {d.message_primary}"))
+            sqlscript.run(conn, sql_file("00_search_path.sql"))
+            sqlscript.run(conn, sql_file("10_tokenize.sql"))
+    assert tokens == ["cole", "und", "stra"]   # É and ß neither lowercased nor letters
+    assert any(n.startswith("WARNING: pgrag.tokenize: this server has neither") for n in notices), notices
+
+
+def test_the_in_server_functions_say_there_is_no_plpython(pg16: Any) -> None:
+    with psycopg.connect(pg16.dsn) as conn, pytest.raises(psycopg.Error) as caught:
+        conn.execute("SELECT * FROM pgrag.retrieve(%s, 'Who was Lothair II?', 'bm25', 5)", (CORPUS,))
+    assert caught.value.sqlstate == "PR003"
