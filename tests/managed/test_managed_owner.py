@@ -122,3 +122,25 @@ def test_the_owner_may_not_create_plpython_functions(owned: OwnedDatabase) -> No
         with pytest.raises(psycopg.Error):
             conn.execute(sql.SQL("CREATE FUNCTION {}() RETURNS int LANGUAGE plpython3u AS 'return 1'").format(
                 sql.Identifier("pgrag_probe")))
+
+
+def test_the_llamaindex_retriever_moves_to_the_client_sync_and_async(owned: OwnedDatabase,
+                                                                      kb: pgrag.Corpus) -> None:
+    import asyncio
+
+    from psycopg_pool import AsyncConnectionPool
+
+    from pgrag.integrations.llamaindex import PgragRetriever
+
+    kept = {"kind": {"$exists": False}}    # the sample has no metadata: every document
+    expected = [h.provenance.chunk_id for h in kb.retrieve(QUESTION, method="hybrid", k=4, filter=kept)]
+    with psycopg.connect(owned.uri) as conn:
+        nodes = PgragRetriever(connection=conn, corpus="sample", method="hybrid", k=4, filters=kept).retrieve(QUESTION)
+    assert [n.node.metadata["chunk_id"] for n in nodes] == expected
+
+    async def ask() -> list:
+        async with AsyncConnectionPool(owned.uri, min_size=1, max_size=1, open=False) as pool:
+            retriever = PgragRetriever(async_connection=pool, corpus="sample", method="hybrid", k=4, filters=kept)
+            return await retriever.aretrieve(QUESTION)
+
+    assert [n.node.metadata["chunk_id"] for n in asyncio.run(ask())] == expected
