@@ -144,3 +144,23 @@ def test_the_llamaindex_retriever_moves_to_the_client_sync_and_async(owned: Owne
             return await retriever.aretrieve(QUESTION)
 
     assert [n.node.metadata["chunk_id"] for n in asyncio.run(ask())] == expected
+
+
+def test_a_corpus_follows_the_owners_table_through_the_worker(owned: OwnedDatabase, kb: pgrag.Corpus) -> None:
+    from pgrag.follow import Worker
+
+    with psycopg.connect(owned.uri, autocommit=True) as conn:
+        conn.execute("CREATE TABLE notes (id int PRIMARY KEY, title text, body text)")
+        conn.execute("INSERT INTO notes VALUES (1, 'Hollstadt', 'Hollstadt is a municipality in Bavaria.')")
+    database = pgrag.connect(owned.uri)
+    try:
+        assert database.attach("notes", "public.notes", id_column="id", text_column="body",
+                               title_column="title") == 1
+        with psycopg.connect(owned.uri, autocommit=True) as conn:
+            conn.execute("INSERT INTO notes VALUES (2, 'Leipzig', 'Leipzig is a city in Saxony.')")
+        report = Worker(database, corpus="notes").run(once=True)
+        assert report.indexed == 2 and report.failed == 0
+        hits = database.corpus("notes", create=False).retrieve("Which city is in Saxony?", method="bm25", k=1)
+        assert hits[0].provenance.external_id == "2"
+    finally:
+        database.close()
