@@ -9,9 +9,11 @@ below this module imports it; the layers are drawn in docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import exceptions as exc
 from . import follow, schema
 from .config import ChunkingSettings, Settings
 from .corpus import Corpus, open_corpus
@@ -194,4 +196,18 @@ def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
             db.upgrade()
         else:
             db.check_schema()
+        if db.runtime()[0] is None:
+            warnings.warn(exc.RuntimeNotice(runtime_notice(db)), stacklevel=2)
     return db
+
+
+def runtime_notice(db: Database) -> str:
+    """What a database without the in-server runtime lacks, why, and what still works."""
+    on_server, created = db.fetch_row("plpython_facts")
+    why = ("this server has no PL/Python (plpython3u), as managed services have none" if not on_server else
+           "only a superuser may create PL/Python (plpython3u, an untrusted language) functions: "
+           "run `pgrag db upgrade` once as one" + ("" if created else ", after CREATE EXTENSION plpython3u"))
+    return (f"pgrag: no in-server runtime in this database ({why}). SQL's pgrag.retrieve, answer, embed and "
+            "index raise PR003; kb.retrieve, the CLI, `pgrag serve` and the framework retrievers run every "
+            "method in their own process (loading the models there), and the plain SQL functions "
+            "(pgrag.bm25, dense, hybrid, the single-hop tigrag) work (docs/managed.md)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import threading
 import weakref
@@ -40,8 +41,12 @@ def sqlalchemy_url(dsn: str) -> str:
 def redact(dsn: str) -> str:
     parts = urlsplit(dsn)
     if parts.password:
-        return dsn.replace(":" + parts.password + "@", ":***@")
-    return dsn
+        dsn = dsn.replace(":" + parts.password + "@", ":***@")
+    # a password may also travel as a parameter (postgresql:///?password=...)
+    return _QUERY_PASSWORD.sub(r"\1***", dsn)
+
+
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*")
 
 
 def translate(error: psycopg.Error) -> exc.PgragError:

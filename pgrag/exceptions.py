@@ -106,3 +106,8 @@ class AttachError(PgragError):
     """A corpus cannot follow that table (pgrag.attach / pgrag.detach); nothing was changed."""
 
     sqlstate = "PR006"
+
+
+class RuntimeNotice(UserWarning):
+    """The database has no in-server runtime (PL/Python): SQL's pgrag.retrieve and
+    its kin raise PR003, and every method runs in the client process instead."""

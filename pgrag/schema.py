@@ -33,11 +33,17 @@ RUNTIME_MISSING = "80_runtime_missing.sql"
 
 def check_server(db: Connector) -> None:
     """Fail early, with a clear message, on a server pgrag cannot use."""
-    version, encoding, vector = db.fetch_row("server_facts")
-    if not vector:
+    version, encoding, available, created, may_create, database, role = db.fetch_row("server_facts")
+    if not available:
         raise exc.ExtensionMissing(
-            "the pgvector extension ('vector') is not available on this PostgreSQL server; "
-            "install pgvector (see docker/README.md) or use the embedded server (unset PGRAG_DSN)")
+            "the pgvector extension ('vector') is not installed on this PostgreSQL server; "
+            "install pgvector (see docker/README.md; managed services offer it), "
+            "or use the embedded server (unset PGRAG_DSN)")
+    if not created and not may_create:
+        raise exc.ExtensionMissing(
+            f"pgvector is installed on the server but not created in database {database!r}, and role "
+            f"{role!r} may not create it: ask an administrator to run CREATE EXTENSION vector; "
+            f"in {database!r} (docs/managed.md), then connect again")
     if int(version) < MIN_SERVER_VERSION:
         raise exc.UnsupportedServer(
             f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 16 or newer "

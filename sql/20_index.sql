@@ -291,6 +291,28 @@ LANGUAGE sql
 SET search_path FROM CURRENT
 AS $$ SELECT pgrag_internal.ensure_hnsw_index(p_corpus, 'chunk') $$;
 
+-- Every corpus has its HNSW indexes, also where its rows came without them: a
+-- data-only restore into a schema pgrag made (docs/managed.md, "Moving a
+-- database") brings rows, not the per-corpus indexes that ingest creates. The
+-- check is a catalogue lookup a corpus, so re-applying this on every upgrade costs
+-- nothing once they exist.
+-- (The corpora are read first: CREATE INDEX refuses a table that a query of the
+-- same statement is still scanning.)
+DO $$
+DECLARE
+    corpus bigint;
+    with_triples bigint[] := ARRAY(SELECT c.corpus_id FROM pgrag.corpus c
+                                   WHERE EXISTS (SELECT 1 FROM pgrag.triple t WHERE t.corpus_id = c.corpus_id));
+BEGIN
+    FOR corpus IN SELECT c.corpus_id FROM pgrag.corpus c ORDER BY 1 LOOP
+        PERFORM pgrag_internal.ensure_hnsw_index(corpus, 'chunk');
+    END LOOP;
+    FOREACH corpus IN ARRAY with_triples LOOP
+        PERFORM pgrag_internal.ensure_hnsw_index(corpus, 'triple');
+    END LOOP;
+END
+$$;
+
 -- The planner's statistics of the tables a corpus fills, refreshed when they do
 -- not know the corpus. Autovacuum analyzes a table once a tenth of it has
 -- changed, so a corpus much smaller than the database's others stays out of the

@@ -134,14 +134,27 @@ AS $$
                    WHERE r.rolname = is_role_member.role_name AND pg_catalog.pg_has_role(r.oid, 'MEMBER'))
 $$;
 
-CREATE OR REPLACE FUNCTION pgrag_internal.corpus_visible(p_corpus bigint) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path FROM CURRENT
-SET citus.allow_nested_distributed_execution = on
-AS $$
-    SELECT EXISTS (SELECT 1 FROM pgrag.corpus_acl a
-                   WHERE a.corpus_id = p_corpus AND pgrag_internal.is_role_member(a.role_name))
-$$;
+--
+-- The setting is written only where Citus is installed: elsewhere it is an unknown
+-- placeholder, which only a superuser may attach to a function, and a database
+-- owner that is not one (a managed service's application role) could not apply
+-- this file. Without Citus the function is used by nothing.
+DO $do$
+DECLARE
+    nested text := CASE WHEN EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus')
+                        THEN 'SET citus.allow_nested_distributed_execution = on' ELSE '' END;
+BEGIN
+    EXECUTE format($fn$
+        CREATE OR REPLACE FUNCTION pgrag_internal.corpus_visible(p_corpus bigint) RETURNS boolean
+        LANGUAGE sql STABLE
+        SET search_path FROM CURRENT
+        %s
+        AS $body$
+            SELECT EXISTS (SELECT 1 FROM pgrag.corpus_acl a
+                           WHERE a.corpus_id = p_corpus AND pgrag_internal.is_role_member(a.role_name))
+        $body$$fn$, nested);
+END
+$do$;
 
 CREATE OR REPLACE FUNCTION pgrag.enable_tenant_isolation() RETURNS integer
 LANGUAGE plpgsql

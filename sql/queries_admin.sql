@@ -54,6 +54,11 @@ ORDER BY c.name, a.role_name;
 -- Whether the in-server runtime's language is enabled in this database.
 SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
 
+-- name: plpython_facts
+-- Whether this server has PL/Python at all, and whether this database has it created.
+SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'plpython3u'),
+       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u');
+
 -- name: record_python_path
 -- Where the server's PL/Python imports pgrag from (the schema owner only).
 SELECT pgrag_internal._record_python_path(%(paths)s::text[]);

@@ -9,11 +9,19 @@
 -- into SQL. Never applied to the database as a script.
 
 -- name: server_facts
--- Server version, database encoding and whether pgvector can be installed.
+-- Server version, database encoding, whether pgvector is installed on the server,
+-- created in this database, and whether this role may create it (a superuser, or
+-- a trusted pgvector and the right to create in this database).
 SELECT current_setting('server_version_num')::int,
-       pg_encoding_to_char(encoding),
-       EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')
-FROM pg_database WHERE datname = current_database();
+       pg_encoding_to_char(d.encoding),
+       EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'),
+       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),
+       (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
+       OR (has_database_privilege(current_database(), 'CREATE')
+           AND EXISTS (SELECT 1 FROM pg_available_extension_versions v
+                       WHERE v.name = 'vector' AND v.trusted)),
+       current_database(), current_user
+FROM pg_database d WHERE d.datname = current_database();
 
 -- name: shared_buffers_mb
 -- The server's shared_buffers in MB (the setting counts blocks).

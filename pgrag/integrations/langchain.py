@@ -16,13 +16,16 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from ..exceptions import PgragError
-from .calls import RetrieveCall, arows, metadata, rows
+from .calls import RetrieveCall, RunIn, arows, metadata, rows
 
 
 class PgragRetriever(BaseRetriever):
     """Ranked evidence from ``pgrag.retrieve`` over the application's psycopg
     connection or pool (``connection`` for ``invoke``, ``async_connection`` for
-    ``ainvoke``): the method runs inside PostgreSQL, this process loads no model."""
+    ``ainvoke``). ``run_in="auto"`` (the default) runs the method inside
+    PostgreSQL, so this process loads no model, and where the server has no
+    PL/Python (a managed service) runs it in this process instead, with the same
+    hits; ``"server"`` or ``"client"`` choose one."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -33,10 +36,11 @@ class PgragRetriever(BaseRetriever):
     k: int = 5
     options: dict[str, Any] = Field(default_factory=dict)
     filter: dict[str, Any] | None = None
+    run_in: RunIn = "auto"
 
     def _call(self) -> RetrieveCall:
         return RetrieveCall(corpus=self.corpus, method=self.method, k=self.k, options=self.options,
-                            filter=self.filter)
+                            filter=self.filter, run_in=self.run_in)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 filter: dict[str, Any] | None = None) -> list[Document]:

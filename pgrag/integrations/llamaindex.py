@@ -15,7 +15,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
 from ..exceptions import PgragError
-from .calls import RetrieveCall, arows, metadata, rows
+from .calls import RetrieveCall, RunIn, arows, metadata, rows
 
 # LlamaIndex's operators that pgrag's filter has; the others (text match, any,
 # all, contains) raise rather than being dropped: a filter silently widened
@@ -28,16 +28,19 @@ _OPERATORS = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator
 class PgragRetriever(BaseRetriever):
     """Ranked evidence from ``pgrag.retrieve`` over the application's psycopg
     connection or pool (``connection`` for ``retrieve``, ``async_connection``
-    for ``aretrieve``): the method runs inside PostgreSQL, this process loads no
-    model."""
+    for ``aretrieve``). ``run_in="auto"`` (the default) runs the method inside
+    PostgreSQL, so this process loads no model, and where the server has no
+    PL/Python (a managed service) runs it in this process instead, with the same
+    hits; ``"server"`` or ``"client"`` choose one."""
 
     def __init__(self, *, corpus: str, connection: Any = None, async_connection: Any = None,
                  method: str = "tigrag", k: int = 5, options: dict[str, Any] | None = None,
-                 filters: MetadataFilters | dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 filters: MetadataFilters | dict[str, Any] | None = None, run_in: RunIn = "auto",
+                 **kwargs: Any) -> None:
         self.connection = connection
         self.async_connection = async_connection
         self.call = RetrieveCall(corpus=corpus, method=method, k=k, options=dict(options or {}),
-                                 filter=pgrag_filter(filters))
+                                 filter=pgrag_filter(filters), run_in=run_in)
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -1,22 +1,20 @@
-"""The ``managed`` tier: pgrag on a server shaped like a managed PostgreSQL service.
+"""The managed tier: servers shaped like a managed PostgreSQL service.
 
-PostgreSQL 16.2 with pgvector 0.6.2, from the binaries of the ``pgserver`` package
-(pinned in pyproject.toml's ``test`` extra; built without ICU, PL/Python or contrib),
-started once a session on a Unix socket in a private folder. The databases pgrag
-gets are owned by ``app``, a NOSUPERUSER role that logs in with a password
-(SCRAM, as services require), with ``vector`` created by the superuser: no
-PL/Python, no superuser, the oldest PostgreSQL and pgvector pgrag supports.
+``managed_admin`` is a superuser's URI on each server the tier runs on (the
+session's embedded server, and the oldest supported PostgreSQL where it is
+installed); ``owned_database`` makes what a service's console makes: a role
+that is not a superuser, a database it owns, and pgvector created there by the
+administrator. Everything else a test does as that role.
 
-Fixtures:
-- ``pg16_admin_uri`` (session): the superuser ``postgres`` on database ``postgres``;
-- ``managed_uri`` (per test): a fresh database owned by ``app``, its URI as ``app``;
-- ``managed_database(pg16_admin_uri)``: the same as a context manager, for a
-  module-scoped fixture (one corpus ingested for a whole module).
-
-Without pgserver the tier skips, and fails where PGRAG_TEST_REQUIRE names ``managed``.
-PGRAG_TEST_MANAGED_BIN=/path/to/bin runs the tier on another PostgreSQL (its
-initdb, pg_ctl and postgres, with pgvector installed beside them): 17.11 with
-pgvector 0.7.4 built from source passed it so.
+The oldest server is PostgreSQL 16.2 with pgvector 0.6.2, from the binaries of
+the ``pgserver`` package (pinned in pyproject.toml's ``test`` extra; built without
+ICU, PL/Python or contrib), started once a session on a Unix socket in a private
+folder (``pg16_admin_uri``, its superuser ``postgres``), with plain "C" as its
+databases' collation and a password (SCRAM) required of every role but the
+superuser. Without pgserver its tests skip, and fail where PGRAG_TEST_REQUIRE
+names ``managed``. PGRAG_TEST_MANAGED_BIN=/path/to/bin puts another PostgreSQL
+in its place (its initdb, pg_ctl and postgres, with pgvector installed beside
+them): 17.11 with pgvector 0.7.4 built from source passed tests/managed so.
 """
 
 from __future__ import annotations
@@ -24,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import secrets
 import shutil
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -38,9 +37,54 @@ from psycopg import sql
 
 from tests.conftest import MANAGED_BIN, skip_unless_required
 
-APP_ROLE = "app"
-# One password a session; the URIs carry it (percent-encoding not needed: hex).
-APP_PASSWORD = secrets.token_hex(16)
+
+@dataclass(frozen=True)
+class OwnedDatabase:
+    uri: str         # the owner's URI
+    database: str
+    role: str
+
+
+def role_uri(admin_uri: str, *, user: str, password: str, dbname: str) -> str:
+    """``admin_uri``'s server, as another role and database (every parameter in
+    the query string: a socket folder needs no quoting rules of its own)."""
+    params = psycopg.conninfo.conninfo_to_dict(admin_uri)
+    params.update(user=user, password=password, dbname=dbname)
+    return "postgresql:///?" + urlencode(sorted((k, str(v)) for k, v in params.items() if v is not None))
+
+
+@contextlib.contextmanager
+def owned_database(admin_uri: str, *, vector: bool) -> Iterator[OwnedDatabase]:
+    """A NOSUPERUSER role, the database it owns (pgvector created there by the
+    superuser when ``vector``), dropped on exit."""
+    suffix = uuid.uuid4().hex[:10]
+    role, database, password = f"pgrag_app_{suffix}", f"pgrag_appdb_{suffix}", uuid.uuid4().hex
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(password)))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role)))
+    admin_there = role_uri(admin_uri, user=psycopg.conninfo.conninfo_to_dict(admin_uri).get("user") or "postgres",
+                           password=psycopg.conninfo.conninfo_to_dict(admin_uri).get("password") or "",
+                           dbname=database)
+    try:
+        if vector:
+            with psycopg.connect(admin_there, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION vector")
+        yield OwnedDatabase(uri=role_uri(admin_uri, user=role, password=password, dbname=database),
+                            database=database, role=role)
+    finally:
+        with psycopg.connect(admin_uri, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module", params=["embedded", "pg16"])
+def managed_admin(request: pytest.FixtureRequest) -> str:
+    """A superuser's URI on each server of the tier: the embedded PostgreSQL 18,
+    and PostgreSQL 16 (``pg16_admin_uri``)."""
+    return request.getfixturevalue("pg_uri" if request.param == "embedded" else "pg16_admin_uri")
+
+
 PORT = 5432   # only names the socket file: the server listens on no TCP address
 # Where the superuser connects without a password (it is the test process's own
 # server); every other role must give its password, as on a service.
@@ -111,9 +155,8 @@ class Pg16Server:
         with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
             self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
 
-    def uri(self, user: str, database: str, password: str | None = None) -> str:
-        auth = f"{user}:{password}" if password else user
-        return f"postgresql://{auth}@/{database}?host={self.root}&port={PORT}"
+    def uri(self, user: str, database: str) -> str:
+        return f"postgresql://{user}@/{database}?host={self.root}&port={PORT}"
 
 
 @pytest.fixture(scope="session")
@@ -127,10 +170,7 @@ def pg16_server() -> Iterator[Pg16Server]:
     root = Path(tempfile.mkdtemp(prefix="pgrag-pg16-"))
     server = Pg16Server(bindir, root)
     try:
-        admin = server.start()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
-                sql.Identifier(APP_ROLE), sql.Literal(APP_PASSWORD)))
+        server.start()
         yield server
     finally:
         server.stop()
@@ -141,34 +181,3 @@ def pg16_server() -> Iterator[Pg16Server]:
 def pg16_admin_uri(pg16_server: Pg16Server) -> str:
     """URI of the PostgreSQL 16 server's superuser, on database ``postgres``."""
     return pg16_server.uri("postgres", "postgres")
-
-
-def _server_of(admin_uri: str) -> tuple[str, str]:
-    info = psycopg.conninfo.conninfo_to_dict(admin_uri)
-    return str(info["host"]), str(info.get("port") or PORT)
-
-
-@contextlib.contextmanager
-def managed_database(admin_uri: str, prefix: str = "managed_") -> Iterator[str]:
-    """A new database owned by ``app`` with ``vector`` created in it (by the
-    superuser, as a service's console does); yields ``app``'s URI of it and
-    drops the database on exit."""
-    name = prefix + uuid.uuid4().hex[:12]
-    with psycopg.connect(admin_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(APP_ROLE)))
-    host, port = _server_of(admin_uri)
-    try:
-        with psycopg.connect(admin_uri, dbname=name, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-        yield f"postgresql://{APP_ROLE}:{APP_PASSWORD}@/{name}?host={host}&port={port}"
-    finally:
-        with psycopg.connect(admin_uri, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def managed_uri(pg16_admin_uri: str) -> Iterator[str]:
-    """``app``'s URI of a fresh database of its own on PostgreSQL 16 (pgvector
-    created, no pgrag schema yet: ``pgrag.connect`` migrates it)."""
-    with managed_database(pg16_admin_uri) as uri:
-        yield uri

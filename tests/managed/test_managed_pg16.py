@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.conftest import MANAGED_BIN, TEMPLATE, scratch_database
-from tests.managed.conftest import managed_database
+from tests.managed.conftest import owned_database
 
 CORPUS = "sample"
 FILTER = {"half": "even"}
@@ -45,9 +45,9 @@ def _ingested(uri: str) -> "Iterator[Any]":
 
 @pytest.fixture(scope="module")
 def pg16(pg16_admin_uri: str) -> Iterator[Any]:
-    """The sample corpus on PostgreSQL 16, migrated and ingested by ``app``."""
-    with managed_database(pg16_admin_uri) as uri:
-        yield from _ingested(uri)
+    """The sample corpus on PostgreSQL 16, migrated and ingested by a NOSUPERUSER owner."""
+    with owned_database(pg16_admin_uri, vector=True) as made:
+        yield from _ingested(made.uri)
 
 
 @pytest.fixture(scope="module")
@@ -74,19 +74,16 @@ def server_version(db: Any) -> int:
         return int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0])
 
 
-def test_the_server_is_managed_shaped(pg16: Any) -> None:
-    """A NOSUPERUSER owner, so no in-server runtime (PL/Python is untrusted);
-    pgserver's PostgreSQL 16.2 with pgvector 0.6.2 unless PGRAG_TEST_MANAGED_BIN
-    names another server."""
-    from pgrag import schema
-
+def test_the_oldest_server_is_16_with_pgvector_06(pg16: Any) -> None:
+    """pgserver's PostgreSQL 16.2 with pgvector 0.6.2 (unless PGRAG_TEST_MANAGED_BIN
+    names another server), without the collation and the index scan pgrag uses on 18."""
     with psycopg.connect(pg16.dsn) as conn:
-        vector, superuser = conn.execute(
+        vector, builtin = conn.execute(
             "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
-            "       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)").fetchone()
-    assert superuser is False and schema.runtime(pg16.connector)[0] is None
-    if not MANAGED_BIN:
-        assert 160000 <= server_version(pg16) < 170000 and vector.startswith("0.6.")
+            "       EXISTS (SELECT FROM pg_collation WHERE collname = 'pg_c_utf8')").fetchone()
+    if MANAGED_BIN:
+        pytest.skip(f"PGRAG_TEST_MANAGED_BIN: PostgreSQL {server_version(pg16)}, pgvector {vector}")
+    assert 160000 <= server_version(pg16) < 170000 and vector.startswith("0.6.") and not builtin
 
 
 @pytest.mark.parametrize("method", ["dense", "bm25", "hybrid", "tigrag"])
@@ -192,9 +189,9 @@ def test_without_a_unicode_collation_the_default_one_serves_with_a_warning(pg16_
     from pgrag import sqlscript
     from pgrag.resources import sql_file
 
-    with managed_database(pg16_admin_uri) as uri:
-        name = psycopg.conninfo.conninfo_to_dict(uri)["dbname"]
-        with psycopg.connect(pg16_admin_uri, dbname=name, autocommit=True) as conn:
+    with owned_database(pg16_admin_uri, vector=True) as made:
+        uri = made.uri
+        with psycopg.connect(pg16_admin_uri, dbname=made.database, autocommit=True) as conn:
             if int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0]) >= 170000:
                 pytest.skip("pg_c_utf8 is built in from PostgreSQL 17: nothing to take away")
             conn.execute('DROP COLLATION IF EXISTS pg_catalog."C.utf8"')
@@ -212,8 +209,3 @@ def test_without_a_unicode_collation_the_default_one_serves_with_a_warning(pg16_
     assert tokens == ["cole", "und", "stra"]   # É and ß neither lowercased nor letters
     assert any(n.startswith("WARNING: pgrag.tokenize: this server has neither") for n in notices), notices
 
-
-def test_the_in_server_functions_say_there_is_no_plpython(pg16: Any) -> None:
-    with psycopg.connect(pg16.dsn) as conn, pytest.raises(psycopg.Error) as caught:
-        conn.execute("SELECT * FROM pgrag.retrieve(%s, 'Who was Lothair II?', 'bm25', 5)", (CORPUS,))
-    assert caught.value.sqlstate == "PR003"

@@ -1,0 +1,79 @@
+"""Moving a pgrag database (docs/managed.md, "Moving a database"): ``pg_dump`` of a
+database on the embedded server, with PL/Python, restored into a database that
+a role which is not a superuser owns on each server of the tier (another
+PostgreSQL version, no PL/Python): every method returns the same hits, with the
+same scores, and the per-corpus HNSW indexes and ranking files are rebuilt from
+the tables."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgrag
+from pgrag import server
+from pgrag.demo import sample_documents, sample_questions
+from tests.conftest import scratch_database
+from tests.managed.conftest import OwnedDatabase, owned_database
+
+METHODS = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")
+
+
+def ranked(kb: pgrag.Corpus) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    return {(method, q["question"]): [(h.provenance.chunk_id, round(h.score, 9))
+                                      for h in kb.retrieve(q["question"], method=method, k=5)]
+            for method in METHODS for q in sample_questions()}
+
+
+@pytest.fixture(scope="module")
+def source(pg_uri: str, template_uri: str) -> Iterator[tuple[str, dict]]:
+    """A database on the embedded server holding the sample with every method's data, and its hits."""
+    with scratch_database(pg_uri, "pgrag_dump_", "pgrag_template") as uri:
+        database = pgrag.connect(uri)
+        kb = database.corpus("sample", methods=["threadrag"])
+        kb.ingest(sample_documents(), progress=False, extract_triples="spacy")
+        hits = ranked(kb)
+        database.close()
+        yield uri, hits
+
+
+def dump(uri: str, path: Path) -> None:
+    pg_dump = server.psql_path().parent / "pg_dump"
+    subprocess.run([str(pg_dump), "--format=custom", "--data-only", "--schema=pgrag",
+                    "--exclude-table-data=pgrag.alembic_version", "--file", str(path), "--dbname", uri],
+                   check=True, capture_output=True, text=True, timeout=300)
+
+
+def restore(path: Path, target: OwnedDatabase) -> None:
+    pgrag.connect(target.uri).close()     # the schema at head, made for that server
+    pg_restore = server.psql_path().parent / "pg_restore"
+    subprocess.run([str(pg_restore), "--data-only", "--single-transaction", "--dbname", target.uri, str(path)],
+                   check=True, capture_output=True, text=True, timeout=300)
+
+
+def test_a_dump_restored_on_another_server_gives_the_same_hits(source: tuple[str, dict], managed_admin: str,
+                                                               tmp_path: Path) -> None:
+    uri, expected = source
+    dump(uri, tmp_path / "pgrag.dump")
+    with owned_database(managed_admin, vector=True) as target:
+        restore(tmp_path / "pgrag.dump", target)
+        with psycopg.connect(target.uri) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'pgrag' "
+                                "AND indexname LIKE '%%embedding_hnsw%%'").fetchone() == (0,)
+        database = pgrag.connect(target.uri)      # the owner's connect builds what the rows lack
+        try:
+            with psycopg.connect(target.uri) as conn:
+                indexes = {r[0] for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = 'pgrag' AND indexname LIKE '%%hnsw%%'")}
+                assert conn.execute("SELECT pgrag.runtime()").fetchone() == (None,)
+            corpus_id = database.corpus("sample", create=False).id
+            assert indexes == {f"chunk_embedding_hnsw_{corpus_id}", f"triple_embedding_hnsw_{corpus_id}"}
+            found = ranked(database.corpus("sample", create=False))
+        finally:
+            database.close()
+    assert len(found) == len(METHODS) * len(sample_questions())
+    assert {key: hits for key, hits in found.items() if hits != expected[key]} == {}
