@@ -48,11 +48,26 @@ def dump(uri: str, path: Path) -> None:
                    check=True, capture_output=True, text=True, timeout=300)
 
 
+# What pg_restore 18 sets that an older server does not know (docs/managed.md).
+NEWER_SETTINGS = {"transaction_timeout": 170000}
+
+
 def restore(path: Path, target: OwnedDatabase) -> None:
     pgrag.connect(target.uri).close()     # the schema at head, made for that server
     pg_restore = server.psql_path().parent / "pg_restore"
-    subprocess.run([str(pg_restore), "--data-only", "--single-transaction", "--dbname", target.uri, str(path)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    with psycopg.connect(target.uri) as conn:
+        version = int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0])
+    if version >= min(NEWER_SETTINGS.values()):
+        subprocess.run([str(pg_restore), "--data-only", "--single-transaction", "--dbname", target.uri, str(path)],
+                       check=True, capture_output=True, text=True, timeout=300)
+        return
+    # To an older major: the archive as a script, without those settings, through psql.
+    script = subprocess.run([str(pg_restore), "--data-only", "--file=-", str(path)],
+                            check=True, capture_output=True, text=True, timeout=300).stdout
+    unknown = tuple(f"SET {name} " for name, since in NEWER_SETTINGS.items() if version < since)
+    script = "".join(line for line in script.splitlines(keepends=True) if not line.startswith(unknown))
+    subprocess.run([str(server.psql_path()), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction",
+                    "--dbname", target.uri], input=script, check=True, capture_output=True, text=True, timeout=300)
 
 
 def test_a_dump_restored_on_another_server_gives_the_same_hits(source: tuple[str, dict], managed_admin: str,
