@@ -47,7 +47,7 @@ def check_server(db: Connector) -> None:
     if int(version) < MIN_SERVER_VERSION:
         raise exc.UnsupportedServer(
             f"PostgreSQL {int(version) // 10000} is too old: pgrag needs PostgreSQL 16 or newer "
-            "(16 to 18 are tested; docs/operations.md)")
+            "(docs/sql.md, Supported servers)")
     if encoding != "UTF8":
         raise exc.UnsupportedServer(f"database encoding is {encoding}; pgrag needs a UTF8 database")
 

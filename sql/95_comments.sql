@@ -126,7 +126,7 @@ Errors: PR001 unknown corpus.';
 
 COMMENT ON FUNCTION pgrag.tokenize(text) IS
 'the token pipeline (the one definition)
-NFC-normalise, lowercase, split on anything not a letter or digit (Unicode''s rules, through the pg_c_utf8 collation, or C.UTF-8 on PostgreSQL 16: docs/operations.md), drop stopwords and tokens shorter than 3 or longer than 64 characters. Ingest and queries, from Python or SQL, all go through it.
+NFC-normalise, lowercase, split on anything not a letter or digit (Unicode''s rules, through the pg_c_utf8 collation, or C.UTF-8 on PostgreSQL 16: docs/sql.md, Supported servers), drop stopwords and tokens shorter than 3 or longer than 64 characters. Ingest and queries, from Python or SQL, all go through it.
 Arguments: input (text; NULL gives NULL).
 Errors: none.';
 
