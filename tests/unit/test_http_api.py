@@ -142,8 +142,12 @@ def test_a_body_not_sent_as_json_is_415():
 
 
 def test_a_body_over_the_limit_is_413_declared_or_streamed():
-    big = b'{"question": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    assert MAX_BODY_BYTES == 1_000_000
+    big = b'{"question": "' + b"x" * 1_000_000 + b'"}'
     c = client()
+    under = c.post("/v1/corpora/wiki/retrieve", content=big[:900_000] + b'", "k": 0}',
+                   headers={"Content-Type": "application/json"})   # read, then checked
+    assert under.status_code == 400 and "k must be" in under.json()["error"]["message"]
     response = c.post("/v1/corpora/wiki/retrieve", content=big, headers={"Content-Type": "application/json"})
     assert response.status_code == 413 and response.json()["error"]["sqlstate"] == "PR005"
 
