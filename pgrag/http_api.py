@@ -85,6 +85,7 @@ def status_of(error: PgragError) -> int:
 
 
 def error_body(message: str, sqlstate: str | None, kind: str) -> dict[str, Any]:
+    """Every error's JSON: ``sqlstate`` None for an error of HTTP itself (401, 404 route)."""
     return {"error": {"message": message, "sqlstate": sqlstate, "type": kind}}
 
 
@@ -107,6 +108,7 @@ class Ask:
 
     @classmethod
     def from_json(cls, body: Any, *, default_method: str) -> "Ask":
+        """The request of a decoded JSON body; an ``InputError`` for anything off."""
         if not isinstance(body, dict):
             raise RequestRejected(f"the body must be a JSON object, not {type(body).__name__}")
         unknown = sorted(set(body) - set(FIELDS))
@@ -222,6 +224,7 @@ def method_json(spec: methods.MethodSpec) -> dict[str, Any]:
 
 
 def version() -> str:
+    """The installed pgrag's version (what /health reports)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
@@ -319,6 +322,7 @@ def create_app(database: "Database", *, llm: "LLMSettings | None" = None, api_ke
 
 
 def authorized(request: "Request", api_key: str) -> bool:
+    """Whether the request carries ``Authorization: Bearer <api_key>`` (compared in constant time)."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), api_key.encode())
 
