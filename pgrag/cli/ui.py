@@ -51,6 +51,7 @@ def serve_command(host: str, port: int, uds: str | None, api_key: str | None, co
     answer, methods, corpora, health and /openapi.json, for an application in any
     language where the database has no PL/Python (a managed PostgreSQL).
 
+    \b
         pgrag serve --dsn postgresql://reader@host/db
         curl -s http://127.0.0.1:8765/v1/corpora/pgrag-sample/retrieve -H 'Content-Type: application/json' \\
              -d '{"question": "When did the mother of Lothair II die?", "method": "tigrag"}'
