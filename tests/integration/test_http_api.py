@@ -137,6 +137,42 @@ def get(url: str, key: str | None = None) -> int:
         return 0
 
 
+def unix_get(path: Path, target: str) -> tuple[int, dict[str, Any]]:
+    """GET ``target`` over the Unix socket ``path``: the status and the JSON body (0 while none listens)."""
+    import http.client
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(str(path))
+
+    connection = Connection("localhost", timeout=5)
+    try:
+        connection.request("GET", target)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    except OSError:
+        return 0, {}
+    finally:
+        connection.close()
+
+
+def test_serve_listens_on_a_unix_socket(database_uri: str, tmp_path: Path):
+    path = tmp_path / "api.sock"
+    process = subprocess.Popen([sys.executable, "-m", "pgrag", "serve", "--dsn", database_uri, "--uds", str(path)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while unix_get(path, "/health")[0] != 200:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        status, body = unix_get(path, "/v1/corpora")
+        assert status == 200 and CORPUS in [c["name"] for c in body["corpora"]]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 @pytest.fixture
 def service(database_uri: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """`pgrag serve` on a free port with an API key from PGRAG_API_KEY: its URL and key."""
