@@ -70,6 +70,27 @@ def test_retrieve_gives_the_hits_of_kb_retrieve_with_provenance(client, db, meth
     assert result["trace"]["steps"][0]["step"] == "filter" and result["trace"]["method"] == method
 
 
+def test_concurrent_requests_over_one_database_give_what_each_gives_alone(db):
+    """Requests run at once in worker threads over the one shared Database."""
+    import asyncio
+
+    import httpx
+
+    asked = ["dense", "bm25", "tigrag", "hybrid", "dense", "tigrag"]
+
+    async def all_at_once() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=create_app(db))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as c:
+            return list(await asyncio.gather(*(
+                c.post(f"/v1/corpora/{CORPUS}/retrieve",
+                       json={"question": QUESTION, "method": m, "k": 3, "filter": FILTER}) for m in asked)))
+
+    responses = asyncio.run(all_at_once())
+    assert [r.status_code for r in responses] == [200] * len(asked)
+    for method, response in zip(asked, responses):
+        assert [h["chunk_id"] for h in response.json()["hits"]] == python_hits(db, method), method
+
+
 def test_errors_carry_the_sqlstate_and_a_fitting_status(client, db):
     def ask(corpus: str = CORPUS, **body: Any) -> tuple[int, dict[str, Any]]:
         response = client.post(f"/v1/corpora/{corpus}/retrieve", json={"question": QUESTION, **body})
