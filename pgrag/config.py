@@ -60,6 +60,11 @@ def llm_environment() -> dict[str, str | None]:
             "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None}
 
 
+def service_api_key() -> str | None:
+    """``PGRAG_API_KEY``: the Bearer token ``pgrag serve`` asks for, None where unset."""
+    return os.environ.get("PGRAG_API_KEY") or None
+
+
 def process_environment(**changes: str) -> dict[str, str]:
     """A copy of this process's environment with ``changes``: for a child process."""
     return {**os.environ, **changes}

@@ -46,7 +46,7 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
         # (an exception leaving PL/Python is prefixed with its Python class name).
         error = {"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}}
         return json.dumps(_without(error, _secret(plpy, GD)))
-    return json.dumps(result, default=_json_default)
+    return json.dumps(result, default=json_default)
 
 
 def _secret(plpy: Any, GD: dict[str, Any]) -> str | None:
@@ -288,10 +288,7 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
     """An answering method's answer, its evidence and its trace, with the LLM
     configured for the server; a failed LLM gives finish = llm_error and the
     retrieval-only hits, or with ``{"strict": true}`` an error (PR010)."""
-    import dataclasses
-
     from . import methods
-    from .exceptions import AnswerFailed
 
     if question is None or method is None:
         raise InputError("question and method must not be NULL")
@@ -308,16 +305,29 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
         ctx.llm_note = ("no LLM configured for the server (SET pgrag.llm_base_url and pgrag.llm_model, or "
                         "PGRAG_LLM_* in the server's environment): retrieval-only fallback")
     hits = methods.run(ctx, method, question, k, opts)
-    failed = ctx.llm is not None and (hits.answer is None or bool(_LLM_FAILURES & set(hits.trace.outcome.values())))
+    result = answer_result(method, hits, settings, strict=strict)
+    return _without({**result, "hits": [h.row() for h in hits]}, settings.api_key)
+
+
+def answer_result(method: str, hits: Any, settings: Any, *, strict: bool) -> dict[str, Any]:
+    """pgrag.answer's result for an answering method's ``hits`` (but the hits
+    themselves), with ``settings`` the LLM it ran with: ``finish`` is
+    ``llm_error`` where a configured LLM failed, or under ``strict`` that is an
+    error (PR010). Shared with ``pgrag serve`` (pgrag.http_api)."""
+    import dataclasses
+
+    from .exceptions import AnswerFailed
+
+    outcomes = set(hits.trace.outcome.values())
+    failed = settings.configured and (hits.answer is None or bool(_LLM_FAILURES & outcomes))
     finish = "llm_error" if failed else hits.trace.outcome.get("finish", "natural")
     if failed and strict:
         errors = [s.get("error") for s in hits.trace.steps if s.get("error")]
         raise AnswerFailed(f"{method} could not answer with the LLM {settings.model!r}: "
                            f"{errors[0] if errors else 'no answer'}")
-    result = {"answer": hits.answer, "hits": [h.row() for h in hits], "trace": dataclasses.asdict(hits.trace),
-              "llm_calls": hits.trace.llm_calls, "prompt_tokens": hits.trace.prompt_tokens,
-              "completion_tokens": hits.trace.completion_tokens, "finish": finish}
-    return _without(result, settings.api_key)
+    return {"answer": hits.answer, "trace": dataclasses.asdict(hits.trace), "llm_calls": hits.trace.llm_calls,
+            "prompt_tokens": hits.trace.prompt_tokens, "completion_tokens": hits.trace.completion_tokens,
+            "finish": finish}
 
 
 _clients: dict[tuple[int, Any], Any] = {}
@@ -342,11 +352,11 @@ def _without(result: dict[str, Any], secret: str | None) -> dict[str, Any]:
     the key in an error message, and messages reach the trace)."""
     if not secret:
         return result
-    text = json.dumps(result, default=_json_default)
+    text = json.dumps(result, default=json_default)
     return json.loads(text.replace(secret, "***")) if secret in text else result
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     import numpy as np
 
     if isinstance(value, np.generic):

@@ -28,6 +28,6 @@ for _command in (
     corpus.ingest, corpus.extract, corpus.propositions, corpus.query, corpus.corpora, corpus.delete,
     corpus.threadrag_index, demo.demo, evaluate.eval_command, evaluate.export_trajectories, bench.bench,
     follow.attach, follow.detach, follow.worker, follow.status, follow.requeue,
-    ui.mcp_command, ui.ui_command, ui.explain_command,
+    ui.mcp_command, ui.serve_command, ui.ui_command, ui.explain_command,
 ):
     main.add_command(_command)

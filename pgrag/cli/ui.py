@@ -1,5 +1,6 @@
-"""Where users meet pgrag: ``pgrag mcp`` (pgrag/mcp_server.py), ``pgrag ui``
-(the local web page, pgrag/ui) and ``pgrag explain`` (one retrieval's path)."""
+"""Where users meet pgrag: ``pgrag mcp`` (pgrag/mcp_server.py), ``pgrag serve``
+(the HTTP JSON API, pgrag/http_api.py), ``pgrag ui`` (the local web page,
+pgrag/ui) and ``pgrag explain`` (one retrieval's path)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,40 @@ def mcp_command(transport: str, host: str, port: int, llm_base_url: str | None, 
     from ..mcp_server import serve
 
     serve(open_database(dsn), llm=llm_settings(llm_base_url, llm_model), transport=transport, host=host, port=port)
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (loopback: only this machine; 0.0.0.0 for every interface).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="Port.")
+@click.option("--uds", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Listen on this Unix socket instead of HOST:PORT.")
+@click.option("--api-key", default=None, metavar="KEY",
+              help="Ask every request but /health for 'Authorization: Bearer KEY' (default: $PGRAG_API_KEY; "
+                   "none: no key asked).")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Calls run at once (each in a worker thread with its own connection).")
+@llm_options
+@dsn_option
+def serve_command(host: str, port: int, uds: str | None, api_key: str | None, concurrency: int,
+                  llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
+    """Serve pgrag as an HTTP JSON API beside the database (docs/http.md): retrieve,
+    answer, methods, corpora, health and /openapi.json, for an application in any
+    language where the database has no PL/Python (a managed PostgreSQL).
+
+    \b
+        pgrag serve --dsn postgresql://reader@host/db
+        curl -s http://127.0.0.1:8765/v1/corpora/pgrag-sample/retrieve -H 'Content-Type: application/json' \\
+             -d '{"question": "When did the mother of Lothair II die?", "method": "tigrag"}'
+    """
+    from ..config import service_api_key
+    from ..http_api import serve
+
+    database = open_database(dsn)
+    where = f"unix:{uds}" if uds else f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+    click.echo(f"pgrag serve on {where} (Ctrl-C stops it)", err=True)
+    serve(database, llm=llm_settings(llm_base_url, llm_model), api_key=api_key or service_api_key(),
+          host=host, port=port, uds=uds, concurrency=concurrency)
 
 
 @click.command("ui")
