@@ -189,6 +189,15 @@ def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
     """Open ``dsn``, check that it is reachable, and migrate it to head (or, for a
     role that does not own the schema, check that it is at head)."""
     db = Database(connect(dsn), embedded=embedded, settings=settings)
+    try:
+        _prepare(db, migrate)
+    except BaseException:
+        db.close()   # a refused migration leaves no connection open behind it
+        raise
+    return db
+
+
+def _prepare(db: Database, migrate: bool) -> None:
     if migrate:
         # A reader or writer role cannot migrate (DDL needs the owner): it gets a
         # database that is already at head, or a clear SchemaOutdated.
@@ -197,8 +206,7 @@ def open_database(dsn: str, *, embedded: bool = False, migrate: bool = True,
         else:
             db.check_schema()
         if db.runtime()[0] is None:
-            warnings.warn(exc.RuntimeNotice(runtime_notice(db)), stacklevel=2)
-    return db
+            warnings.warn(exc.RuntimeNotice(runtime_notice(db)), stacklevel=4)
 
 
 def runtime_notice(db: Database) -> str:

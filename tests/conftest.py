@@ -46,6 +46,13 @@ TEMPLATE = "pgrag_template"
 BENCH_2WIKI = Path(__file__).resolve().parents[2] / "shared" / "bench" / "2wiki"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--dump-corpus", choices=("sample", "2wiki"), default="sample",
+                     help="The corpus tests/managed/test_dump_restore.py moves: the bundled sample (the default, "
+                          "seconds) or ../shared/bench/2wiki with its 111 questions (a measurement: about half an "
+                          "hour on two cores).")
+
+
 def skip_unless_required(tier: str, reason: str) -> None:
     """Skip with ``reason``; fail instead when ``tier`` is in PGRAG_TEST_REQUIRE
     (CI must not pass by skipping a tier it is meant to run)."""
