@@ -4,8 +4,10 @@ paper's defaults where it gives them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..nlp import NAME_LABELS
+from .spec import AT_LEAST_0, AT_LEAST_1, UNIT, Allowed, Range
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +40,19 @@ class ThreadragSettings:
     capitalised: bool = True         # no LLM: add runs of capitalised words to spaCy's entities
     bridge_entities: int = 3         # no LLM: entities of the top documents retrieved for (0: off)
     bridge_from: int = 1             # ... taken from this many top question documents
+
+    # What each option takes beyond its type (MethodSpec.configure).
+    RANGES: ClassVar[dict[str, Allowed]] = {
+        "anchors": AT_LEAST_1, "documents": AT_LEAST_1, "iterations": AT_LEAST_1, "depth": AT_LEAST_1,
+        "lexical_saturation": AT_LEAST_1,                          # a divisor
+        "max_context_chars": AT_LEAST_1,
+        **dict.fromkeys(("steps", "semantic_top_m", "rare_df", "entity_documents", "bridge_entities",
+                         "bridge_from"), AT_LEAST_0),
+        **dict.fromkeys(("threshold", "narrative_weight", "semantic_weight", "lexical_weight", "entity_weight",
+                         "local_weight", "remote_weight"), AT_LEAST_0),
+        "decay": UNIT, "semantic_threshold": Range(-1, 1),         # a cosine
+        "retrieval": ("hybrid", "dense", "bm25"),
+    }
 
     def __post_init__(self) -> None:
         if self.anchors < 1 or self.documents < 1 or self.iterations < 1 or self.steps < 0:

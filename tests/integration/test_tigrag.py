@@ -262,9 +262,9 @@ def test_presets_ablations_and_options(kb):
     degree = kb.retrieve(q, method="tigrag-degree", k=5)
     assert next(s for s in degree.trace.steps if s["step"] == "hop")["ppr_iterations"] == 0
     assert len(kb.retrieve(q, method="tigrag-no-bm25", k=5)) > 0
-    with pytest.raises(PgragError, match=r"'tigrag' does not take option\(s\) gama \(settings: gamma, "):
+    with pytest.raises(PgragError, match=r"'tigrag' does not take option\(s\) 'gama' \(did you mean 'gamma'\?"):
         kb.retrieve(q, method="tigrag", k=5, gama=3)
-    with pytest.raises(PgragError, match="bad tigrag option: gamma, hops and iota must be at least 1"):
+    with pytest.raises(PgragError, match="tigrag option 'hops' takes an integer of at least 1, not 0"):
         kb.retrieve(q, method="tigrag", k=5, hops=0)
     with pytest.raises(PgragError, match="does not take option"):
         kb.retrieve(q, method="dense", k=5, gamma=3)
