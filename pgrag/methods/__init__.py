@@ -15,7 +15,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import InputError, PgragError, UnknownMethod
+from ..exceptions import InputError, PgragError, UnknownMethod, quoted
 from .spec import MethodSpec, Run
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def get(name: str) -> MethodSpec:
             return found
     methods = registry()
     if name not in methods:
-        raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")
+        raise UnknownMethod(f"unknown method {quoted(str(name))}; available: {', '.join(methods)}")
     return methods[name]
 
 
