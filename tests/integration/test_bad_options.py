@@ -129,18 +129,18 @@ def test_the_most_conditions_a_filter_takes_run_in_the_server(conn):
     assert rows == every
 
 
-def test_long_names_and_huge_numbers_are_not_echoed_whole(conn):
-    for call, args, names in [
-        ("SELECT * FROM pgrag.retrieve(%s, 'Lothair')", (BIG_KEY,), "corpus 'kkkk"),
-        ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', %s)", (BIG_KEY,), "unknown method 'kkkk"),
-        ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, %s::jsonb)",
-         ('{"hops": 1' + "0" * 5_000 + "}",), "integer of more than 100 digits"),
-        ("SELECT * FROM pgrag.answer('wiki', 'Lothair', 'threadrag', %s::jsonb)",
-         ('{"strict": "yes"}',), "'strict' takes true or false"),
-    ]:
-        with pytest.raises(psycopg.Error) as caught:
-            conn.execute(call, args).fetchall()
-        assert_pgrag_message(caught.value, names)
+@pytest.mark.parametrize(("call", "argument", "names"), [
+    ("SELECT * FROM pgrag.retrieve(%s, 'Lothair')", BIG_KEY, "corpus 'kkkk"),
+    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', %s)", BIG_KEY, "unknown method 'kkkk"),
+    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, %s::jsonb)", '{"hops": 1' + "0" * 5_000 + "}",
+     "integer of more than 100 digits"),
+    ("SELECT * FROM pgrag.answer('wiki', 'Lothair', 'threadrag', %s::jsonb)", '{"strict": "yes"}',
+     "'strict' takes true or false"),
+], ids=["10MB-corpus", "10MB-method", "5000-digits", "strict-yes"])
+def test_long_names_huge_numbers_and_answer_options_are_pgrag_errors(conn, call, argument, names):
+    with pytest.raises(psycopg.Error) as caught:
+        conn.execute(call, (argument,)).fetchall()
+    assert_pgrag_message(caught.value, names)
 
 
 def test_good_options_still_retrieve(conn, kb):

