@@ -48,6 +48,18 @@ class MethodSpec:
     def options(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.settings)] if self.settings is not None else []
 
+    def described(self) -> list[tuple[str, str, Any]]:
+        """Each option: its name, what it takes in words, its default (docs/settings.md lists them)."""
+        if self.settings is None:
+            return []
+        hints = typing.get_type_hints(type(self.settings))
+        ranges: Mapping[str, Allowed] = getattr(type(self.settings), "RANGES", {})
+        rows = []
+        for field in dataclasses.fields(self.settings):
+            nullable, kind = _nullable(hints[field.name])
+            rows.append((field.name, takes(kind, ranges.get(field.name), nullable), getattr(self.settings, field.name)))
+        return rows
+
     def configure(self, options: Mapping[str, Any]) -> Any:
         """The settings with ``options`` applied, each checked by its type and range
         (see this module's docstring); an ``OptionError`` naming a bad one."""

@@ -5,7 +5,9 @@ the option and what it takes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +130,12 @@ def test_ranges_in_words():
     assert Range(0, low_open=True).words() == "above 0"
     assert Range(1e-4).words() == "of at least 0.0001"
     assert takes(int, None) == "an integer" and takes(bool, None, nullable=True) == "true or false or null"
+
+
+def test_docs_settings_list_every_option_with_what_it_takes_and_its_default():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text(encoding="utf-8")
+    for name in SETTINGS:
+        section = text.split(f"\n### {name}\n", 1)[1].split("\n### ", 1)[0]
+        for option, words, default in methods.get(name).described():
+            shown = json.dumps(list(default) if isinstance(default, tuple) else default)
+            assert f"| `{option}` | {words} | `{shown}` |" in section, (name, option)
