@@ -46,10 +46,15 @@ class ThreadragSettings:
         "anchors": AT_LEAST_1, "documents": AT_LEAST_1, "iterations": AT_LEAST_1, "depth": AT_LEAST_1,
         "lexical_saturation": AT_LEAST_1,                          # a divisor
         "max_context_chars": AT_LEAST_1,
-        **dict.fromkeys(("steps", "semantic_top_m", "rare_df", "entity_documents", "bridge_entities",
-                         "bridge_from"), AT_LEAST_0),
-        **dict.fromkeys(("threshold", "narrative_weight", "semantic_weight", "lexical_weight", "entity_weight",
-                         "local_weight", "remote_weight"), AT_LEAST_0),
+        **dict.fromkeys(("semantic_top_m", "rare_df", "bridge_entities", "bridge_from"), AT_LEAST_0),
+        # A loop a round and a retrieval as deep as this times the entities: past a
+        # thousand, a question ran for minutes on five documents.
+        "steps": Range(0, 1000), "entity_documents": Range(0, 1000),
+        **dict.fromkeys(("threshold", "narrative_weight", "semantic_weight", "lexical_weight", "entity_weight"),
+                        AT_LEAST_0),
+        # The anchors' energy (score x weight) is normalised to sum 1: a weight of 0, or
+        # one so small the product underflows, would make it 0 / 0.
+        "local_weight": Range(1e-6), "remote_weight": Range(1e-6),
         "decay": UNIT, "semantic_threshold": Range(-1, 1),         # a cosine
         "retrieval": ("hybrid", "dense", "bm25"),
     }

@@ -136,7 +136,9 @@ def test_the_most_conditions_a_filter_takes_run_in_the_server(conn):
      "integer of more than 100 digits"),
     ("SELECT * FROM pgrag.answer('wiki', 'Lothair', 'threadrag', %s::jsonb)", '{"strict": "yes"}',
      "'strict' takes true or false"),
-], ids=["10MB-corpus", "10MB-method", "5000-digits", "strict-yes"])
+    ("SELECT * FROM pgrag.answer('wiki', 'Lothair', 'threadrag', %s::jsonb)", '{"k": 1' + "0" * 30 + "}",
+     "k must be an integer of at least 1"),
+], ids=["10MB-corpus", "10MB-method", "5000-digits", "strict-yes", "answer-k-1e30"])
 def test_long_names_huge_numbers_and_answer_options_are_pgrag_errors(conn, call, argument, names):
     with pytest.raises(psycopg.Error) as caught:
         conn.execute(call, (argument,)).fetchall()
