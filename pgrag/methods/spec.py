@@ -52,11 +52,11 @@ class MethodSpec:
         """Each option: its name, what it takes in words, its default (docs/settings.md lists them)."""
         if self.settings is None:
             return []
-        hints = typing.get_type_hints(type(self.settings))
+        hints = _hints(type(self.settings))
         ranges: Mapping[str, Allowed] = getattr(type(self.settings), "RANGES", {})
         rows = []
         for field in dataclasses.fields(self.settings):
-            nullable, kind = _nullable(hints[field.name])
+            nullable, kind = _nullable(hints.get(field.name))
             rows.append((field.name, takes(kind, ranges.get(field.name), nullable), getattr(self.settings, field.name)))
         return rows
 
@@ -120,9 +120,9 @@ def apply(method: str, settings: Any, options: Mapping[str, Any]) -> Any:
     unknown = [key for key in options if key not in names]
     if unknown:
         raise OptionError(unknown_message(method, unknown, names))
-    hints = typing.get_type_hints(type(settings))
+    hints = _hints(type(settings))
     ranges: Mapping[str, Allowed] = getattr(type(settings), "RANGES", {})
-    values = {name: checked(method, name, hints[name], ranges.get(name), value) for name, value in options.items()}
+    values = {name: checked(method, name, hints.get(name), ranges.get(name), value) for name, value in options.items()}
     try:
         return dataclasses.replace(settings, **values)
     except (TypeError, ValueError) as exc:   # __post_init__'s rules across options
@@ -181,6 +181,16 @@ def takes(kind: Any, allowed: Allowed | None, nullable: bool = False) -> str:
 
 _BAD = object()
 _STRINGS = tuple[str, ...]
+
+
+def _hints(settings: type) -> dict[str, Any]:
+    """The settings' field types; none for an application's settings whose
+    annotations name what only its type checker imports (its options then go
+    unchecked here, to its own __post_init__)."""
+    try:
+        return typing.get_type_hints(settings)
+    except (NameError, TypeError):
+        return {}
 
 
 def _nullable(hint: Any) -> tuple[bool, Any]:

@@ -142,3 +142,13 @@ def test_docs_settings_list_every_option_with_what_it_takes_and_its_default():
         for option, words, default in methods.get(name).described():
             shown = json.dumps(list(default) if isinstance(default, tuple) else default)
             assert f"| `{option}` | {words} | `{shown}` |" in section, (name, option)
+
+
+def test_an_applications_settings_with_unresolvable_annotations_still_configure():
+    # "Missing" exists only for its type checker: get_type_hints cannot resolve it.
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Mine:
+        size: int = 1
+        model: "Missing | None" = None  # type: ignore[name-defined]  # noqa: F821
+
+    assert apply("mine", Mine(), {"size": 2}).size == 2
