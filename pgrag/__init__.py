@@ -23,6 +23,7 @@ from .exceptions import (
     InputError,
     MethodNotBuilt,
     ModelRuntimeUnavailable,
+    OptionError,
     PgragError,
     QueryCanceled,
     RuntimeMissing,
@@ -62,7 +63,7 @@ __all__ = [
     "connect", "Database", "Corpus", "Context", "Settings", "Answer", "Hit", "Hits", "Provenance", "Trace",
     "IngestReport", "PgragError", "AttachError", "ConfigError", "ConnectionFailed", "CorpusNotFound",
     "EmbeddingMismatch", "ExtensionMissing", "InputError", "MethodNotBuilt", "ModelRuntimeUnavailable", "QueryCanceled",
-    "RuntimeMissing", "SchemaOutdated",
+    "OptionError", "RuntimeMissing", "SchemaOutdated",
     "ServerError", "UnknownMethod", "UnsupportedServer",
 ]
 

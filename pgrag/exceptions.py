@@ -59,6 +59,12 @@ class InputError(PgragError):
     sqlstate = "PR005"
 
 
+class OptionError(InputError):
+    """A method option the method does not take, or a value it cannot take; nothing ran."""
+
+    sqlstate = "PR008"
+
+
 class UnknownMethod(PgragError):
     """No retrieval method by that name."""
 
@@ -92,7 +98,7 @@ class AnswerFailed(PgragError):
 def by_sqlstate(state: str | None) -> type[PgragError] | None:
     """The exception class for a pgrag SQLSTATE (``PRnnn``), if it is one."""
     for cls in (PgragError, CorpusNotFound, EmbeddingMismatch, InputError, UnknownMethod, RuntimeMissing,
-                AnswerFailed, AttachError, MethodNotBuilt, ModelRuntimeUnavailable):
+                AnswerFailed, AttachError, MethodNotBuilt, ModelRuntimeUnavailable, OptionError):
         if cls.sqlstate == state:
             return cls
     return None
@@ -111,3 +117,30 @@ class AttachError(PgragError):
 class RuntimeNotice(UserWarning):
     """The database has no in-server runtime (PL/Python): SQL's pgrag.retrieve and
     its kin raise PR003, and every method runs in the client process instead."""
+
+
+# An error message repeats at most this many characters of a caller's value, so
+# that a 10 MB key or option does not come back as a 10 MB message.
+ECHOED = 60
+
+
+def quoted(text: str) -> str:
+    """``text`` as a message quotes it (Python's repr), cut to ``ECHOED`` characters."""
+    return repr(text if len(text) <= ECHOED else text[:ECHOED - 1] + "…")
+
+
+def echoed(value: object) -> str:
+    """A caller's value as a message repeats it, in JSON's words (true, null,
+    "text"), at most about ``ECHOED`` characters: a list or an object by its kind."""
+    if value is None or isinstance(value, bool):
+        return "true" if value is True else "false" if value is False else "null"
+    if isinstance(value, int):
+        return str(value) if value.bit_length() < 160 else "an integer of over 48 digits"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        import json
+
+        return json.dumps(value if len(value) <= ECHOED else value[:ECHOED - 1] + "…", ensure_ascii=False)[:ECHOED * 2]
+    kinds: dict[type, str] = {dict: "an object", list: "a list", tuple: "a list"}
+    return kinds.get(type(value), type(value).__name__)

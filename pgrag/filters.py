@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .exceptions import InputError
+from .exceptions import InputError, quoted
 
 if TYPE_CHECKING:
     from .context import QueryRunner
@@ -38,9 +38,13 @@ if TYPE_CHECKING:
 EXTERNAL_ID = "$external_id"
 _COMPARE = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _OPERATORS = (*_COMPARE, "$in", "$nin", "$exists")
-_MAX_DEPTH = 16
-_MAX_VALUES = 10_000
-_MAX_KEY = 200
+# The limits of a filter (docs/filters.md). Each is checked before the part it
+# limits is read further, so that no filter can exhaust Python's stack or
+# PostgreSQL's: nesting before descending, conditions as they are counted.
+MAX_DEPTH = 16            # levels of $and, $or and $not
+MAX_CONDITIONS = 10_000   # comparisons and $exists in one filter, each value of an $in or $nin one
+MAX_VALUES = MAX_CONDITIONS   # values in one $in or $nin
+MAX_KEY = 200             # characters in a metadata key
 
 
 class FilterError(InputError):
@@ -71,8 +75,8 @@ def compile_filter(spec: Any) -> Filter | None:
 def _all(spec: Any, depth: int, counter: list[int]) -> str:
     if not isinstance(spec, Mapping) or not spec:
         raise FilterError(f"each filter in $and, $or and $not is a non-empty JSON object, not {_kind(spec)}")
-    if depth > _MAX_DEPTH:
-        raise FilterError(f"a filter nests at most {_MAX_DEPTH} levels deep")
+    if depth > MAX_DEPTH:
+        raise FilterError(f"a filter nests at most {MAX_DEPTH} levels deep")
     return _joined([_clause(key, value, depth, counter) for key, value in spec.items()], "&&")
 
 
@@ -83,16 +87,17 @@ def _clause(key: Any, value: Any, depth: int, counter: list[int]) -> str:
         return _joined([_all(v, depth + 1, counter) for v in value], "&&" if key == "$and" else "||")
     if key == "$not":
         return f"!({_all(value, depth + 1, counter)})"
-    if not isinstance(key, str) or not key or len(key) > _MAX_KEY or "\x00" in key:
-        raise FilterError(f"a filter key is a metadata key of 1 to {_MAX_KEY} characters, not {key!r}")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY or "\x00" in key:
+        raise FilterError(f"a filter key is a metadata key of 1 to {MAX_KEY} characters, "
+                          f"not {quoted(key) if isinstance(key, str) else _kind(key)}")
     if key.startswith("$") and key != EXTERNAL_ID:
-        raise FilterError(f"unknown filter operator {key!r} where a key is expected "
+        raise FilterError(f"unknown filter operator {quoted(key)} where a key is expected "
                           f"(keys: metadata keys, {EXTERNAL_ID}; operators there: $and, $or, $not)")
     field = "$." + _string(key)
     if not isinstance(value, Mapping):
         return _compare(field, "$eq", value, key, counter)
     if not value:
-        raise FilterError(f"the condition on {key!r} is an empty object")
+        raise FilterError(f"the condition on {quoted(key)} is an empty object")
     return _joined([_condition(field, op, operand, key, counter) for op, operand in value.items()], "&&")
 
 
@@ -101,18 +106,20 @@ def _condition(field: str, op: Any, operand: Any, key: str, counter: list[int]) 
         return _compare(field, op, operand, key, counter)
     if op in ("$in", "$nin"):
         if not isinstance(operand, list):
-            raise FilterError(f"{op} on {key!r} takes a list of values, not {_kind(operand)}")
-        if len(operand) > _MAX_VALUES:
-            raise FilterError(f"{op} on {key!r} takes at most {_MAX_VALUES:,} values")
+            raise FilterError(f"{op} on {quoted(key)} takes a list of values, not {_kind(operand)}")
+        if len(operand) > MAX_VALUES:
+            raise FilterError(f"{op} on {quoted(key)} takes at most {MAX_VALUES:,} values")
         if not operand:
+            _counted(counter)
             return "1 == 0" if op == "$in" else "1 == 1"
-        anyof = _any(field, " || ".join(_test("$eq", v, key, counter) for v in operand))
+        anyof = _any(field, _joined([_test("$eq", v, key, counter) for v in operand], "||"))
         return anyof if op == "$in" else f"!{anyof}"
     if op == "$exists":
         if not isinstance(operand, bool):
-            raise FilterError(f"$exists on {key!r} takes true or false, not {_kind(operand)}")
+            raise FilterError(f"$exists on {quoted(key)} takes true or false, not {_kind(operand)}")
+        _counted(counter)
         return f"exists({field})" if operand else f"!exists({field})"
-    raise FilterError(f"unknown filter operator {op!r} on {key!r}; operators: {', '.join(_OPERATORS)}")
+    raise FilterError(f"unknown filter operator {quoted(str(op))} on {quoted(key)}; operators: {', '.join(_OPERATORS)}")
 
 
 def _compare(field: str, op: str, value: Any, key: str, counter: list[int]) -> str:
@@ -129,11 +136,9 @@ def _any(field: str, test: str) -> str:
 
 
 def _test(op: str, value: Any, key: str, counter: list[int]) -> str:
-    counter[0] += 1
-    if counter[0] > _MAX_VALUES:
-        raise FilterError(f"a filter has at most {_MAX_VALUES:,} conditions")
+    _counted(counter)
     if op not in ("$eq", "$ne") and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
-        raise FilterError(f"{op} on {key!r} compares with a number or a string (an ISO date), not {_kind(value)}")
+        raise FilterError(f"{op} on {quoted(key)} compares with a number or a string (an ISO date), not {_kind(value)}")
     return f"@ {_COMPARE[op]} {_literal(value, key)}"
 
 
@@ -144,13 +149,13 @@ def _literal(value: Any, key: str) -> str:
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise FilterError(f"the value for {key!r} is not a finite number")
+            raise FilterError(f"the value for {quoted(key)} is not a finite number")
         return repr(value)
     if isinstance(value, str):
         if "\x00" in value:
-            raise FilterError(f"the value for {key!r} contains a NUL character")
+            raise FilterError(f"the value for {quoted(key)} contains a NUL character")
         return _string(value)
-    raise FilterError(f"the value for {key!r} is a string, a number, true, false or null, not {_kind(value)} "
+    raise FilterError(f"the value for {quoted(key)} is a string, a number, true, false or null, not {_kind(value)} "
                       f"(for several values use {{\"$in\": [...]}})")
 
 
@@ -160,8 +165,21 @@ def _string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def _counted(counter: list[int]) -> None:
+    counter[0] += 1
+    if counter[0] > MAX_CONDITIONS:
+        raise FilterError(f"a filter has at most {MAX_CONDITIONS:,} conditions")
+
+
 def _joined(parts: list[str], op: str) -> str:
-    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+    # A balanced tree, not a chain: PostgreSQL's jsonpath reads "a && b && c" as
+    # ((a && b) && c) and evaluates it one stack frame a condition, and a chain of
+    # about 10,060 ran out of stack (SQLSTATE 54001, docs/filters.md); balanced, the
+    # depth is log2 of their number.
+    if len(parts) == 1:
+        return parts[0]
+    half = len(parts) // 2
+    return f"({_joined(parts[:half], op)} {op} {_joined(parts[half:], op)})"
 
 
 def _kind(value: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 # config sets the backend's environment defaults (no model hub, one BLAS thread)
 # when it is first imported, which pgrag/__init__ does before numpy loads.
 from . import model_client
-from .exceptions import CorpusNotFound, InputError, PgragError
+from .exceptions import CorpusNotFound, InputError, OptionError, PgragError, echoed, quoted
 
 
 def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]) -> str:
@@ -34,7 +34,7 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
     try:
         if handler is None:
             raise PgragError(f"unknown in-server call {name!r}")
-        params = json.loads(payload) if isinstance(payload, str) else dict(payload or {})
+        params = _arguments(payload)
         db = _database(plpy, GD)
         if "pgrag.threads" not in GD:
             GD["pgrag.threads"] = _threads(db)
@@ -47,6 +47,29 @@ def call(plpy: Any, GD: dict[str, Any], name: str, payload: str | dict[str, Any]
         error = {"error": {"message": f"pgrag: {exc}", "sqlstate": exc.sqlstate}}
         return json.dumps(_without(error, _secret(plpy, GD)))
     return json.dumps(result, default=json_default)
+
+
+def _arguments(payload: str | dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments. SQL built them from its parameters, so what Python's
+    JSON reader refuses came from a caller's options: a pgrag error, not Python's."""
+    if not isinstance(payload, str):
+        return dict(payload or {})
+    try:
+        params: dict[str, Any] = json.loads(payload, parse_int=_integer)
+    except RecursionError:   # the reader recurses once a level; only a filter nests, 16 levels at most
+        from .filters import MAX_DEPTH, FilterError
+
+        raise FilterError(f"the options nest too deeply: a filter nests at most {MAX_DEPTH} levels deep, "
+                          "and no other option nests") from None
+    return params
+
+
+def _integer(digits: str) -> int:
+    # Python refuses to read an integer of over 4,300 digits (a ValueError); no
+    # option or filter value needs a hundred.
+    if len(digits.lstrip("-")) > 100:
+        raise InputError("the options hold an integer of more than 100 digits")
+    return int(digits)
 
 
 def _secret(plpy: Any, GD: dict[str, Any]) -> str | None:
@@ -87,7 +110,7 @@ def _context(db: Any, corpus: Any) -> Any:
         raise InputError("corpus must be a non-empty name")
     info = lookup_corpus(db, corpus)
     if info is None:
-        raise CorpusNotFound(f"corpus {corpus!r} does not exist")
+        raise CorpusNotFound(f"corpus {quoted(corpus)} does not exist")
     # No LLM in the server yet: the LLM-driven methods run their retrieval-only fallback.
     return Context(db=db, info=info, spacy_model=Settings.from_env().spacy_model,
                    llm_note="no LLM inside the server: retrieval-only fallback (ask from Python for answers)")
@@ -295,7 +318,9 @@ def answer(db: Any, corpus: str, question: Any, method: Any, options: Any) -> di
     if not methods.get(method).answers:
         raise InputError(f"method {method!r} retrieves but does not answer: call pgrag.retrieve for its hits")
     opts = dict(_options(options))
-    strict = bool(opts.pop("strict", False))
+    strict = opts.pop("strict", False)
+    if not isinstance(strict, bool):
+        raise OptionError(f"{method} option 'strict' takes true or false, not {echoed(strict)}")
     k = opts.pop("k", 5)
     ctx = _context(db, corpus)
     settings, _sources = llm_settings(db)

@@ -15,7 +15,8 @@
 -- error, PR001 unknown corpus, PR002 a vector of the wrong dimension, PR003 no
 -- PL/Python in this server, PR004 unknown method, PR005 bad input, PR006 a table
 -- that cannot be followed, PR007 a method whose data the corpus does not
--- maintain, PR010 the LLM failed under "strict", PR011 the model runtime is
+-- maintain, PR008 an option the method does not take or a value it cannot take,
+-- PR010 the LLM failed under "strict", PR011 the model runtime is
 -- unreachable).
 --
 -- Implementation: shared (no function here).
@@ -28,19 +29,19 @@ COMMENT ON FUNCTION pgrag.retrieve(text, text, text, integer, jsonb) IS
 'ranked chunks with provenance from any registered method (multi-hop in the server)
 Runs the same method code as kb.retrieve, inside the server (PL/Python). One row a hit, best first; details holds the method''s per-hit figures.
 Arguments: corpus (name); question (text, not empty); method (default ''tigrag''; any registered method or preset: dense, bm25, hybrid, tigrag and its presets, t2rag / threadrag / cirag retrieval without an LLM); k (hits, default 5, >= 1); options (the method''s settings as a JSON object, e.g. ''{"hops": 3}''; "filter": a metadata filter, docs/filters.md, taken by every method).
-Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input (NULL or empty question, options not an object, k < 1, a bad filter); PR007 the corpus does not maintain the method''s data (threadrag before pgrag.threadrag_index); PR011 model runtime unreachable; PR000 any other (an unknown or bad option).';
+Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input (NULL or empty question, options not an object, k < 1, a bad filter); PR007 the corpus does not maintain the method''s data (threadrag before pgrag.threadrag_index); PR008 an option the method does not take, or a value of the wrong type or out of range (docs/settings.md); PR011 model runtime unreachable; PR000 any other.';
 
 COMMENT ON FUNCTION pgrag.retrieve_trace(text, text, text, integer, jsonb) IS
 'pgrag.retrieve''s hits as one JSON document, with the method''s trace
 {"hits": [...], "trace": {...}}: the hits of pgrag.retrieve and what the method did, step by step, with timings.
 Arguments: as pgrag.retrieve (corpus, question, method default ''tigrag'', k default 5, options).
-Errors: as pgrag.retrieve (PR001, PR003, PR004, PR005, PR007, PR011, PR000).';
+Errors: as pgrag.retrieve (PR001, PR003, PR004, PR005, PR007, PR008, PR011, PR000).';
 
 COMMENT ON FUNCTION pgrag.answer(text, text, text, jsonb) IS
 'an answering method''s answer, evidence, trace and token counts, with the server''s LLM
 The LLM is set with pgrag.llm_base_url, pgrag.llm_model, pgrag.llm_api_key, pgrag.llm_timeout (SET, ALTER ROLE / DATABASE, postgresql.conf), else PGRAG_LLM_* in the server''s environment (see pgrag.llm_settings()). An LLM that fails gives finish = ''llm_error'' with the retrieval-only hits.
 Arguments: corpus; question; method (default ''t2rag''; threadrag, cirag or any answering method); options (the method''s settings, plus "k" (default 5) and "strict": raise PR010 instead of finish = ''llm_error'').
-Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input or a retrieval-only method; PR007 data not maintained; PR010 the LLM failed (strict only); PR000 any other.';
+Errors: PR001 unknown corpus; PR003 no PL/Python; PR004 unknown method; PR005 bad input or a retrieval-only method; PR007 data not maintained; PR008 a bad option (or "strict" not true or false); PR010 the LLM failed (strict only); PR000 any other.';
 
 COMMENT ON FUNCTION pgrag.embed(text, text) IS
 'a text''s vector from the corpus''s own model

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import InputError, PgragError, UnknownMethod
+from ..exceptions import InputError, PgragError, UnknownMethod, quoted
 from .spec import MethodSpec, Run
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def get(name: str) -> MethodSpec:
             return found
     methods = registry()
     if name not in methods:
-        raise UnknownMethod(f"unknown method {name!r}; available: {', '.join(methods)}")
+        raise UnknownMethod(f"unknown method {quoted(str(name))}; available: {', '.join(methods)}")
     return methods[name]
 
 
@@ -112,6 +112,7 @@ def needs_triples(method_names: "list[str] | tuple[str, ...]") -> bool:
 
 
 MAX_QUESTION_CHARS = 10_000
+MAX_K = 1_000_000_000   # past it numpy's fixed-size integers overflow; SQL's k is an integer anyway
 
 
 def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[str, Any] | None = None) -> "Hits":
@@ -130,8 +131,9 @@ def run(ctx: "Context", name: str, question: Any, k: int = 5, options: Mapping[s
         question.encode("utf-8")
     except UnicodeEncodeError as error:
         raise InputError(f"the question is not valid Unicode (lone surrogate at position {error.start})") from None
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise InputError("k must be an integer of at least 1")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        # pgrag.answer reads k from its options: it may be any JSON number there
+        raise InputError(f"k must be an integer of at least 1 (and at most {MAX_K:,})")
     spec = get(name)
     options = dict(options or {})
     wanted = options.pop("filter", None)

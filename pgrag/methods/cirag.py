@@ -40,12 +40,12 @@ import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import prompts
 from ..llm import LLMError, LLMReplyError, short_answer
 from ..results import Hits, Trace
-from .spec import MethodSpec
+from .spec import AT_LEAST_0, AT_LEAST_1, Allowed, MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -66,6 +66,12 @@ class CiragSettings:
     extract_missing: bool = True    # extract triples of retrieved chunks that have none yet
     document_weight: float = 1.0    # hits after the core ones: triple score + this x document score (paper: 0)
     max_tokens: int = 256           # per LLM reply (integration and answers)
+
+    # What each option takes beyond its type (MethodSpec.configure).
+    RANGES: ClassVar[dict[str, Allowed]] = {
+        "documents": AT_LEAST_1, "candidates": AT_LEAST_1, "rounds": AT_LEAST_1, "max_tokens": AT_LEAST_1,
+        "document_weight": AT_LEAST_0, "extractor": ("spacy", "llm"),
+    }
 
     def __post_init__(self) -> None:
         if self.documents < 1 or self.candidates < 1 or self.rounds < 1:

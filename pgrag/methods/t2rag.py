@@ -40,13 +40,13 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import prompts
 from ..exceptions import PgragError
 from ..llm import LLMError, short_answer
 from ..results import Hit, Hits, Proposition, Trace
-from .spec import MethodSpec
+from .spec import AT_LEAST_1, Allowed, MethodSpec
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -62,6 +62,10 @@ class T2ragSettings:
     passages: bool = True        # give the resolver the source chunks too (the paper's "w/o chunk" ablation: False)
     passage_chars: int = 600     # cap on each passage in a prompt (token cost)
     max_triples: int = 8         # decomposition beyond this is cut (a runaway reply)
+
+    # What each option takes beyond its type (MethodSpec.configure).
+    RANGES: ClassVar[dict[str, Allowed]] = dict.fromkeys(
+        ("unique_chunks", "max_rounds", "passage_chars", "max_triples"), AT_LEAST_1)
 
     def __post_init__(self) -> None:
         if self.unique_chunks < 1 or self.max_rounds < 1 or self.max_triples < 1 or self.passage_chars < 1:

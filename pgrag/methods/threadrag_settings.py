@@ -4,8 +4,10 @@ paper's defaults where it gives them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..nlp import NAME_LABELS
+from .spec import AT_LEAST_0, AT_LEAST_1, UNIT, Allowed, Range
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +40,24 @@ class ThreadragSettings:
     capitalised: bool = True         # no LLM: add runs of capitalised words to spaCy's entities
     bridge_entities: int = 3         # no LLM: entities of the top documents retrieved for (0: off)
     bridge_from: int = 1             # ... taken from this many top question documents
+
+    # What each option takes beyond its type (MethodSpec.configure).
+    RANGES: ClassVar[dict[str, Allowed]] = {
+        "anchors": AT_LEAST_1, "documents": AT_LEAST_1, "iterations": AT_LEAST_1, "depth": AT_LEAST_1,
+        "lexical_saturation": AT_LEAST_1,                          # a divisor
+        "max_context_chars": AT_LEAST_1,
+        **dict.fromkeys(("semantic_top_m", "rare_df", "bridge_entities", "bridge_from"), AT_LEAST_0),
+        # A loop a round and a retrieval as deep as this times the entities: past a
+        # thousand, a question ran for minutes on five documents.
+        "steps": Range(0, 1000), "entity_documents": Range(0, 1000),
+        **dict.fromkeys(("threshold", "narrative_weight", "semantic_weight", "lexical_weight", "entity_weight"),
+                        AT_LEAST_0),
+        # The anchors' energy (score x weight) is normalised to sum 1: a weight of 0, or
+        # one so small the product underflows, would make it 0 / 0.
+        "local_weight": Range(1e-6), "remote_weight": Range(1e-6),
+        "decay": UNIT, "semantic_threshold": Range(-1, 1),         # a cosine
+        "retrieval": ("hybrid", "dense", "bm25"),
+    }
 
     def __post_init__(self) -> None:
         if self.anchors < 1 or self.documents < 1 or self.iterations < 1 or self.steps < 0:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..nlp import NAME_LABELS
+from .spec import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Allowed, Range
 
 HOP_EMBEDDINGS = ("concat", "sum", "joint")
 
@@ -104,6 +106,23 @@ class TigragSettings:
     reader_passages: int = 3        # each hop's best chunks the reader is shown
     reader_chars: int = 6000        # the cap on what it is shown
     reader_tokens: int = 200        # the cap on its reply, a short JSON value (a small model rambles to 512)
+
+    # What each option takes beyond its type (MethodSpec.configure checks a caller's
+    # options against them; __post_init__ below still holds for every instance).
+    RANGES: ClassVar[dict[str, Allowed]] = {
+        "gamma": AT_LEAST_1, "hops": AT_LEAST_1, "iota": AT_LEAST_1, "max_pool": AT_LEAST_1,
+        "max_iterations": AT_LEAST_1, "mention_sources": AT_LEAST_1, "mention_max": AT_LEAST_1,
+        "reader_passages": AT_LEAST_1, "reader_chars": AT_LEAST_1, "reader_tokens": AT_LEAST_1,
+        "linked_drivers": AT_LEAST_0, "rerank_depth": AT_LEAST_0, "remainder_stop": AT_LEAST_0,
+        "chain_follow": AT_LEAST_0, "bridge_limit": AT_LEAST_0, "lead": AT_LEAST_0,
+        "damping": Range(0, 1, low_open=True, high_open=True),    # a probability of going on: never sure either way
+        "threshold": Range(0, 1, low_open=True),                  # a share of the PPR mass
+        "tolerance": ABOVE_0,                                     # 0 would never stop (push) or always run out
+        **dict.fromkeys(("graph_weight", "title_weight", "entity_weight", "rerank_question", "rerank_bm25",
+                         "rerank_hops", "chain_weight", "context_weight"), AT_LEAST_0),
+        "centrality": ("ppr", "degree"), "ppr": ("push", "power"), "hop_embedding": HOP_EMBEDDINGS,
+        "hop_remainder": ("off", "add", "replace"),
+    }
 
     def __post_init__(self) -> None:
         if self.linked_drivers < 0:

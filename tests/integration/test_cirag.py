@@ -169,9 +169,9 @@ def test_without_llm_construction_only(kb):
     assert len([s for s in hits.trace.steps if s["step"] == "construct"]) == 1
     scores = [h.score for h in hits if "triple" in h.details]
     assert scores == sorted(scores, reverse=True) and hits[0].provenance.external_id == "lothair"
-    with pytest.raises(PgragError, match=r"'cirag' does not take option\(s\) rouns"):
+    with pytest.raises(PgragError, match=r"'cirag' does not take option\(s\) 'rouns'"):
         kb.retrieve(QUESTION, method="cirag", k=5, llm=False, rouns=2)
-    with pytest.raises(PgragError, match="bad cirag option: documents"):
+    with pytest.raises(PgragError, match="cirag option 'documents' takes an integer of at least 1, not 0"):
         kb.retrieve(QUESTION, method="cirag", k=5, llm=False, documents=0)
 
 

@@ -158,10 +158,10 @@ def _counts(conn: psycopg.Connection) -> tuple:
 
 @pytest.mark.parametrize("call, state, message", [
     ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'nope')", "PR004", "unknown method 'nope'"),
-    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, '{\"gama\": 3}')", "PR000",
+    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, '{\"gama\": 3}')", "PR008",
      "does not take option"),
-    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, '{\"hops\": 0}')", "PR000", "at least 1"),
-    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'dense', 5, '{\"hops\": 2}')", "PR000", "(it takes none)"),
+    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'tigrag', 5, '{\"hops\": 0}')", "PR008", "at least 1"),
+    ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'dense', 5, '{\"hops\": 2}')", "PR008", "(it takes none)"),
     ("SELECT * FROM pgrag.retrieve('nowhere', 'Lothair')", "PR001", "'nowhere' does not exist"),
     ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'bm25', 5, '[1, 2]')", "PR005", "must be a JSON object"),
     ("SELECT * FROM pgrag.retrieve('wiki', 'Lothair', 'bm25', 5, '\"x\"')", "PR005", "must be a JSON object"),
