@@ -142,7 +142,8 @@ def _options(body: dict[str, Any]) -> dict[str, Any]:
 
 def _configured(spec: methods.MethodSpec, options: dict[str, Any]) -> None:
     """Check the method's own options before anything runs: a bad one is the
-    caller's mistake (400), though ``configure`` raises it as a plain PgragError."""
+    caller's mistake (400; ``configure`` raises ``OptionError``, an InputError,
+    and an application's method may raise a plain PgragError)."""
     try:
         spec.configure({k: v for k, v in options.items() if k != "filter"})
     except InputError:
