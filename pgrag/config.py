@@ -54,10 +54,12 @@ def graph_dir_setting() -> str:
 
 def llm_environment() -> dict[str, str | None]:
     """The LLM endpoint of ``PGRAG_LLM_BASE_URL``, ``PGRAG_LLM_MODEL`` and
-    ``PGRAG_LLM_API_KEY`` (else ``OPENAI_API_KEY``); None where unset (pgrag.llm)."""
+    ``PGRAG_LLM_API_KEY`` (else ``OPENAI_API_KEY``), and ``PGRAG_LLM_CONSTRAIN``;
+    None where unset (pgrag.llm)."""
     env = os.environ
     return {"base_url": env.get("PGRAG_LLM_BASE_URL") or None, "model": env.get("PGRAG_LLM_MODEL") or None,
-            "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None}
+            "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None,
+            "constrain": env.get("PGRAG_LLM_CONSTRAIN") or None}
 
 
 def process_environment(**changes: str) -> dict[str, str]:
