@@ -265,8 +265,14 @@ def onnx_cache_dir() -> Path:
     override = os.environ.get("PGRAG_ONNX_CACHE")
     if override:
         return Path(override).expanduser()
+    return cache_home() / "onnx"
+
+
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME/pgrag``, else ``~/.cache/pgrag``: pgrag's caches outside
+    any checkout (ONNX exports, the benchmark reader model)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pgrag" / "onnx"
+    return Path(base) / "pgrag"
 
 
 @functools.lru_cache(maxsize=1)

@@ -93,8 +93,9 @@ class ModelRefused(ConfigError):
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/pgrag/models``, else ``~/.cache/pgrag/models``: outside any checkout."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pgrag" / "models"
+    from ..config import cache_home
+
+    return cache_home() / "models"
 
 
 def model_file(folder: Path | None = None) -> Path:
