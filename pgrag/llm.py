@@ -67,7 +67,8 @@ class LLMReplyError(LLMError):
 @dataclass(frozen=True, kw_only=True)
 class LLMSettings:
     """Where and how to call the LLM. ``from_env`` reads PGRAG_LLM_BASE_URL,
-    PGRAG_LLM_MODEL and PGRAG_LLM_API_KEY (else OPENAI_API_KEY)."""
+    PGRAG_LLM_MODEL and PGRAG_LLM_API_KEY (else OPENAI_API_KEY), and
+    PGRAG_LLM_CONSTRAIN (``constrain``)."""
 
     base_url: str | None = None
     model: str | None = None

@@ -110,6 +110,17 @@ def test_the_json_schema_form_and_off(db):
         LLMSettings(model="m", base_url="http://x", constrain="grammar")
 
 
+def test_the_mode_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("PGRAG_LLM_CONSTRAIN", raising=False)
+    assert LLMSettings.from_env().constrain == "json_object"
+    monkeypatch.setenv("PGRAG_LLM_CONSTRAIN", "json_schema")
+    assert LLMSettings.from_env().constrain == "json_schema"
+    assert LLMSettings.from_env(constrain="off").constrain == "off"
+    monkeypatch.setenv("PGRAG_LLM_CONSTRAIN", "yes")
+    with pytest.raises(ConfigError, match="PGRAG_LLM_CONSTRAIN: one of off, json_object, json_schema"):
+        LLMSettings.from_env()
+
+
 def test_strict_is_what_openai_accepts():
     assert strict(prompts.VERDICT) and not strict(prompts.T2RAG_RESOLVE_REPLY.schema)
     assert not strict({"type": "object", "properties": {"a": {"type": "string"}}, "required": [],
