@@ -54,10 +54,12 @@ def graph_dir_setting() -> str:
 
 def llm_environment() -> dict[str, str | None]:
     """The LLM endpoint of ``PGRAG_LLM_BASE_URL``, ``PGRAG_LLM_MODEL`` and
-    ``PGRAG_LLM_API_KEY`` (else ``OPENAI_API_KEY``); None where unset (pgrag.llm)."""
+    ``PGRAG_LLM_API_KEY`` (else ``OPENAI_API_KEY``), and ``PGRAG_LLM_CONSTRAIN``;
+    None where unset (pgrag.llm)."""
     env = os.environ
     return {"base_url": env.get("PGRAG_LLM_BASE_URL") or None, "model": env.get("PGRAG_LLM_MODEL") or None,
-            "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None}
+            "api_key": env.get("PGRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None,
+            "constrain": env.get("PGRAG_LLM_CONSTRAIN") or None}
 
 
 def service_api_key() -> str | None:
@@ -268,8 +270,14 @@ def onnx_cache_dir() -> Path:
     override = os.environ.get("PGRAG_ONNX_CACHE")
     if override:
         return Path(override).expanduser()
+    return cache_home() / "onnx"
+
+
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME/pgrag``, else ``~/.cache/pgrag``: pgrag's caches outside
+    any checkout (ONNX exports, the benchmark reader model)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pgrag" / "onnx"
+    return Path(base) / "pgrag"
 
 
 @functools.lru_cache(maxsize=1)

@@ -75,6 +75,18 @@ def local_llm(settings: "LLMSettings") -> Iterator["LLMSettings"]:
         yield dataclasses.replace(settings, base_url=url, model=local.MODEL_ALIAS, max_tokens=160)
 
 
+@contextlib.contextmanager
+def reader_llm(settings: "LLMSettings", threads: int = 2) -> Iterator["LLMSettings"]:
+    """The benchmark reader model (Qwen2.5-Coder-1.5B-Instruct, fetched with
+    ``pgrag bench reader-model fetch``; pgrag.bench.reader_model) served for the
+    duration of the block, as ``settings`` for the answering methods. ``ConfigError``
+    when the file is absent or not the pinned model."""
+    from .bench import reader_model
+
+    with reader_model.running(threads=threads) as url:
+        yield dataclasses.replace(settings, base_url=url, model=reader_model.ALIAS, max_tokens=256)
+
+
 def sql_hits(db: Database, corpus: str, question: str, k: int) -> list[tuple[Any, ...]]:
     """``question`` asked from SQL alone (pgrag.retrieve with tigrag), as an
     application in any language asks it: the rows of pgrag.retrieve.

@@ -109,12 +109,13 @@ def _llm_chunk(llm: LLM, text: str, report: ExtractionReport) -> list[Extracted]
     try:
         entities = llm.structured(
             [{"role": "system", "content": prompts.NER_SYSTEM},
-             {"role": "user", "content": prompts.NER_USER.format(passage=text)}], _entity_list)
+             {"role": "user", "content": prompts.NER_USER.format(passage=text)}], _entity_list,
+            schema=prompts.NER_REPLY)
         triples = llm.structured(
             [{"role": "system", "content": prompts.TRIPLES_SYSTEM},
              {"role": "user", "content": prompts.TRIPLES_USER.format(
                  passage=text, entities=json.dumps(entities, ensure_ascii=False))}],
-            _triple_list)
+            _triple_list, schema=prompts.TRIPLES_REPLY)
     except LLMReplyError as exc:
         report.errors.append(str(exc))
         return None

@@ -292,7 +292,7 @@ def llm_settings(db: Any) -> tuple[Any, dict[str, str]]:
         retries = 0   # each retry would wait again: the statement has one budget
         sources["timeout"] += ", bounded by statement_timeout"
     settings = LLMSettings(base_url=chosen["base_url"], model=chosen["model"], api_key=chosen["api_key"],
-                           timeout=timeout, max_retries=retries)
+                           timeout=timeout, max_retries=retries, constrain=env.constrain)
     return settings, sources
 
 

@@ -8,6 +8,15 @@ nothing. Transport failures (timeouts, 429, 5xx) are retried with exponential
 backoff by the openai client; what still fails becomes a ``PgragError`` with a
 message naming the endpoint. A structured reply that does not parse gets one
 repair request, then a typed ``LLMReplyError`` that callers handle.
+
+Constrained decoding: a structured prompt declares the JSON schema of its reply
+(pgrag.prompts.SCHEMAS), and ``structured`` sends it as the request's
+``response_format`` in the form ``LLMSettings.constrain`` names, so that an
+endpoint that constrains decoding (llama.cpp's grammar, OpenAI's structured
+outputs) can only produce a reply of that shape. The schema is part of the
+request, hence of the cache key. An endpoint that refuses ``response_format``
+(HTTP 400 or 422) gets the same request without it, once: the client then stops
+sending it, and the trace of the run that met the refusal says so.
 """
 
 from __future__ import annotations
@@ -30,9 +39,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Message = dict[str, str]
 
+CONSTRAIN_MODES = ("off", "json_object", "json_schema")
+# What an endpoint answers to a response_format it does not take: 400 (OpenAI,
+# vLLM, llama.cpp's server on a schema it cannot compile), 422 (a server that
+# validates the body, e.g. llama-cpp-python on the json_schema form).
+_REFUSED = (400, 422)
+
 
 class LLMError(PgragError):
     """The endpoint refused or failed the request (unknown model, bad key, ...)."""
+
+    status: int | None = None       # the HTTP status of an error reply, when there was one
 
 
 class LLMUnavailable(LLMError):
@@ -50,7 +67,8 @@ class LLMReplyError(LLMError):
 @dataclass(frozen=True, kw_only=True)
 class LLMSettings:
     """Where and how to call the LLM. ``from_env`` reads PGRAG_LLM_BASE_URL,
-    PGRAG_LLM_MODEL and PGRAG_LLM_API_KEY (else OPENAI_API_KEY)."""
+    PGRAG_LLM_MODEL and PGRAG_LLM_API_KEY (else OPENAI_API_KEY), and
+    PGRAG_LLM_CONSTRAIN (``constrain``)."""
 
     base_url: str | None = None
     model: str | None = None
@@ -59,12 +77,24 @@ class LLMSettings:
     timeout: float = 60.0
     max_retries: int = 3
     max_tokens: int = 512
+    # How structured prompts send their reply's JSON schema (response_format):
+    # "json_object" ({"type": "json_object", "schema": ...}: llama.cpp's servers,
+    # the C++ one and llama-cpp-python's, which pgrag runs locally, turn it into a
+    # grammar; the latter accepts no other form), "json_schema" (OpenAI's
+    # structured outputs, {"type": "json_schema", "json_schema": {...}}: OpenAI,
+    # vLLM, Ollama, llama.cpp's C++ server) or "off" (no response_format).
+    constrain: str = "json_object"
+
+    def __post_init__(self) -> None:
+        if self.constrain not in CONSTRAIN_MODES:
+            raise ConfigError(f"unknown LLM constrain mode {self.constrain!r} "
+                              f"(PGRAG_LLM_CONSTRAIN: one of {', '.join(CONSTRAIN_MODES)})")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "LLMSettings":
         from .config import llm_environment
 
-        env = llm_environment()
+        env = {k: v for k, v in llm_environment().items() if v is not None or k != "constrain"}
         return cls(**{**env, **{k: v for k, v in overrides.items() if v is not None}})
 
     @property
@@ -83,6 +113,14 @@ class Usage:
     completion_tokens: int = 0
     repairs: int = 0
     failures: int = 0
+    # Structured replies: how many were checked (first replies and repairs), how
+    # many of those did not parse into the expected shape, how many were asked
+    # with their schema as response_format, and how many requests fell back to
+    # no response_format because the endpoint refused it.
+    replies: int = 0
+    parse_failures: int = 0
+    constrained: int = 0
+    unconstrained: int = 0
 
     def add(self, other: "Usage") -> None:
         for f in dataclasses.fields(self):
@@ -110,6 +148,8 @@ class LLM:
     corpus_id: int
     settings: LLMSettings
     usage: Usage = field(default_factory=Usage)
+    # Why the endpoint's replies are no longer constrained (its refusal), once it refused.
+    constraint_refused: str | None = None
 
     def __post_init__(self) -> None:
         if not self.settings.model:
@@ -148,6 +188,8 @@ class LLM:
     def chat(self, messages: Sequence[Message], **params: Any) -> Reply:
         """One chat completion, from the cache when this exact request was made before."""
         params = {"temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens, **params}
+        if self.constraint_refused is not None:
+            params.pop("response_format", None)
         request = {"model": self.model, "messages": list(messages), "params": params}
         key = hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
         row = self.db.fetchone("llm_cache_get", {"corpus_id": self.corpus_id, "key": key})
@@ -156,10 +198,21 @@ class LLM:
                           cached=True)
             self.usage.cached += 1
         else:
-            reply = self._call(list(messages), params)
+            try:
+                reply = self._call(list(messages), params)
+            except LLMError as exc:
+                if "response_format" not in params or exc.status not in _REFUSED:
+                    raise
+                # The endpoint does not take response_format (or not this one):
+                # the same request without it, and none from here on once that works.
+                reply = self.chat(messages, **{k: v for k, v in params.items() if k != "response_format"})
+                self.constraint_refused = str(exc)
+                self.usage.unconstrained += 1
+                return reply
             if self._writable():
                 self._cache(key, request, reply)
         self.usage.calls += 1
+        self.usage.constrained += "response_format" in params
         self.usage.prompt_tokens += reply.prompt_tokens
         self.usage.completion_tokens += reply.completion_tokens
         return reply
@@ -192,7 +245,9 @@ class LLM:
         except openai.AuthenticationError as exc:
             raise LLMError(f"the LLM endpoint {where} refused the API key ({exc})") from exc
         except openai.APIStatusError as exc:
-            raise LLMError(f"the LLM endpoint {where} answered HTTP {exc.status_code}: {exc}") from exc
+            error = LLMError(f"the LLM endpoint {where} answered HTTP {exc.status_code}: {exc}")
+            error.status = exc.status_code
+            raise error from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"LLM request to {where} failed: {exc}") from exc
         choice = response.choices[0] if response.choices else None
@@ -204,23 +259,64 @@ class LLM:
             completion_tokens=usage.completion_tokens if usage else 0,
             cached=False)
 
-    def structured(self, messages: Sequence[Message], validate: Callable[[Any], T], **params: Any) -> T:
+    def structured(self, messages: Sequence[Message], validate: Callable[[Any], T],
+                   schema: "prompts.ReplySchema | None" = None, **params: Any) -> T:
         """A JSON reply checked by ``validate`` (which raises ``ValueError`` on a
-        wrong shape). Malformed output gets one repair request; if that fails too,
-        ``LLMReplyError`` (counted in ``usage.failures``)."""
+        wrong shape). With ``schema`` (the prompt's reply schema) the request asks
+        the endpoint to constrain its reply to it (``LLMSettings.constrain``).
+        Malformed output gets one repair request; if that fails too,
+        ``LLMReplyError`` (counted in ``usage.failures``). Every reply checked
+        counts in ``usage.replies``, every one that did not parse in
+        ``usage.parse_failures``."""
+        form = response_format(self.settings.constrain, schema)
+        if form is not None and self.constraint_refused is None:
+            params = {**params, "response_format": form}
         reply = self.chat(messages, **params)
         try:
-            return validate(parse_json(reply.text))
+            return self._checked(reply.text, validate)
         except ValueError as first:
             self.usage.repairs += 1
             repair = [*messages, {"role": "assistant", "content": reply.text},
                       {"role": "user", "content": prompts.REPAIR.format(error=first)}]
             again = self.chat(repair, **params)
             try:
-                return validate(parse_json(again.text))
+                return self._checked(again.text, validate)
             except ValueError as second:
                 self.usage.failures += 1
                 raise LLMReplyError(f"unusable LLM reply after a repair attempt: {second}", again.text) from second
+
+    def _checked(self, text: str, validate: Callable[[Any], T]) -> T:
+        self.usage.replies += 1
+        try:
+            return validate(parse_json(text))
+        except ValueError:
+            self.usage.parse_failures += 1
+            raise
+
+
+def response_format(mode: str, schema: "prompts.ReplySchema | None") -> dict[str, Any] | None:
+    """The ``response_format`` that asks for a reply of ``schema`` in the form
+    ``mode`` names (LLMSettings.constrain); None for "off" or no schema."""
+    if schema is None or mode == "off":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema.schema}
+    return {"type": "json_schema", "json_schema": {"name": schema.name, "schema": schema.schema,
+                                                   "strict": strict(schema.schema)}}
+
+
+def strict(schema: Any) -> bool:
+    """Whether OpenAI's strict mode takes ``schema``: every object lists all its
+    properties as required and allows no others (a map of any names does not)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" and (
+                schema.get("additionalProperties") is not False
+                or set(schema.get("required", ())) != set(schema.get("properties", {}))):
+            return False
+        return all(strict(v) for v in schema.values())
+    if isinstance(schema, list):
+        return all(strict(v) for v in schema)
+    return True
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -232,7 +328,9 @@ def parse_json(text: str) -> Any:
     if not text or not text.strip():
         raise ValueError("empty reply")
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
+    # strict=False: a raw line break or tab inside a string is taken as it is.
+    # llama-cpp-python's JSON-schema grammar lets a model write them there.
+    decoder = json.JSONDecoder(strict=False)
     for candidate in candidates:
         for start in (i for i, ch in enumerate(candidate) if ch in "{["):
             try:

@@ -8,6 +8,40 @@ from __future__ import annotations
 
 import re
 import string
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ReplySchema:
+    """The JSON schema of a structured prompt's reply: what ``LLM.structured``
+    sends as ``response_format`` (LLMSettings.constrain), so that an endpoint
+    that constrains decoding (llama.cpp's grammar, OpenAI's structured outputs)
+    can only produce a reply of this shape. ``name`` is the prompt's kind.
+
+    Lists carry a ``maxItems`` (and strings a ``maxLength``) a little above what
+    the callers keep: a small model held to a grammar otherwise fills
+    ``max_tokens`` with items and leaves the value unclosed."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    """An object with exactly these properties, all required (OpenAI's strict
+    mode wants both; a reply may still leave a list empty)."""
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 200}     # the callers drop empty names
+
+
+def _names(most: int) -> dict[str, Any]:
+    return {"type": "array", "items": _TEXT, "maxItems": most}
+
+
+_TRIPLES = {"type": "array", "maxItems": 20, "items": {"type": "array", "items": _TEXT, "minItems": 3, "maxItems": 3}}
 
 # Sent after a structured reply that did not parse (pgrag's own).
 REPAIR = (
@@ -29,6 +63,8 @@ NER_USER = (
     'in the same format: {{"entities": ["...", "..."]}}'
 )
 
+NER_REPLY = ReplySchema("ner", _object(entities=_names(30)))
+
 # OpenIE conditioned on the entities (HippoRAG / T2RAG). Each triple should name
 # at least one entity and resolve pronouns to their names.
 TRIPLES_SYSTEM = "You turn a passage into (subject, predicate, object) triples."
@@ -41,6 +77,7 @@ TRIPLES_USER = (
     "entities; replace pronouns by the names they refer to; keep each element short. Reply with JSON "
     'in the same format: {{"triples": [["subject", "predicate", "object"], ...]}}'
 )
+TRIPLES_REPLY = ReplySchema("triples", _object(triples=_TRIPLES))
 
 # -- T2RAG (../shared/papers/t2rag.md) ---------------------------------------------
 # Triples are the only state passed between rounds; prompts carry no chain of
@@ -56,6 +93,7 @@ T2RAG_DECOMPOSE_USER = (
     "placeholder such as ?person, and reuse the same placeholder wherever the same unknown appears. "
     "Reply with JSON only, in the same format."
 )
+T2RAG_DECOMPOSE_REPLY = ReplySchema("t2rag_decompose", _object(triples={**_TRIPLES, "minItems": 1, "maxItems": 10}))
 T2RAG_RESOLVE_SYSTEM = "You fill unknowns in triples using only the evidence given."
 T2RAG_RESOLVE_USER = (
     "Question: {question}\n"
@@ -65,6 +103,9 @@ T2RAG_RESOLVE_USER = (
     "Give the value of each unknown that the evidence states. Reply with JSON only: "
     '{{"values": {{"?placeholder": "value"}}}}. Leave out unknowns the evidence does not give.'
 )
+# The placeholders differ per question: any names, each with a string value (not strict for OpenAI).
+T2RAG_RESOLVE_REPLY = ReplySchema("t2rag_resolve", _object(values={
+    "type": "object", "additionalProperties": {"type": "string", "maxLength": 200}, "maxProperties": 10}))
 T2RAG_ANSWER_SYSTEM = "You answer questions briefly from the facts given."
 T2RAG_ANSWER_USER = (
     "Question: {question}\nFacts:\n{facts}\n\n"
@@ -94,6 +135,10 @@ CIRAG_INTEGRATE_USER = (
     'Reply with JSON only: {{"thought": "<one or two sentences>", "core": [<numbers of the facts to keep>], '
     '"next_query": "<a question for the missing fact, or null if the facts suffice>"}}'
 )
+CIRAG_INTEGRATE_REPLY = ReplySchema("cirag_integrate", _object(
+    thought={"type": "string", "maxLength": 400},
+    core={"type": "array", "items": {"type": "integer"}, "maxItems": 20},
+    next_query={"type": ["string", "null"], "maxLength": 300}))
 CIRAG_NO_HISTORY = "(none)"
 
 # The cascade: one prompt, evidence at a granularity (triples, sentences or
@@ -120,6 +165,11 @@ THREADRAG_ENTITIES = (
     "List every entity needed to answer the question (names of people, places, works, organisations) "
     'as JSON in the same format: {{"entities": ["..."]}}'
 )
+THREADRAG_ENTITIES_REPLY = ReplySchema("threadrag_entities", _object(entities=_names(10)))
+# {"sufficient": true} alone is what the prompt shows; held to the schema the
+# reply carries an empty "missing" too (OpenAI's strict mode requires every property).
+VERDICT = _object(sufficient={"type": "boolean"}, missing=_names(6))
+THREADRAG_SUFFICIENT_REPLY = ReplySchema("threadrag_sufficient", VERDICT)
 THREADRAG_SUFFICIENT = (
     "Evidence:\n{context}\n\nQuestion: {question}\n\n"
     "Does the evidence contain every fact needed to answer the question? Reply with JSON only: "
@@ -143,6 +193,15 @@ TIGRAG_READER = (
     "the next search should look up. Reply with JSON only: "
     '{{"sufficient": true}} or {{"sufficient": false, "missing": ["name of a person, place or work to look up"]}}'
 )
+
+TIGRAG_READER_REPLY = ReplySchema("tigrag_reader", VERDICT)
+
+
+# Every structured prompt's reply schema, by kind (the kinds of KINDS below that
+# LLM.structured sends; the others are answered in free text).
+SCHEMAS: dict[str, ReplySchema] = {r.name: r for r in (
+    NER_REPLY, TRIPLES_REPLY, T2RAG_DECOMPOSE_REPLY, T2RAG_RESOLVE_REPLY, CIRAG_INTEGRATE_REPLY,
+    THREADRAG_ENTITIES_REPLY, THREADRAG_SUFFICIENT_REPLY, TIGRAG_READER_REPLY)}
 
 
 # ---------------------------------------------------------------------------

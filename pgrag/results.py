@@ -81,6 +81,12 @@ class Trace:
     completion_tokens: int = 0
 
     llm_calls: int = 0
+    # Structured replies checked, and how many of them did not parse into their
+    # prompt's shape (pgrag.llm.Usage: replies, parse_failures); requests sent
+    # with a reply schema (constrained decoding).
+    llm_replies: int = 0
+    parse_failures: int = 0
+    constrained_calls: int = 0
     # How the run ended, as short labels that `pgrag eval` counts per method,
     # e.g. {"finish": "natural"} or {"granularity": "sentences"}.
     outcome: dict[str, str] = field(default_factory=dict)
@@ -94,10 +100,21 @@ class Trace:
         self.timings_ms[stage] = self.timings_ms.get(stage, 0.0) + (time.perf_counter() - since) * 1000
 
     def charge(self, usage: Any) -> None:
-        """Add the tokens of some LLM calls (a ``pgrag.llm.Usage``) to this trace."""
+        """Add the tokens of some LLM calls (a ``pgrag.llm.Usage``) to this trace,
+        with their structured replies and parse failures. A request that fell back
+        to no response_format (the endpoint refused it) is a step, and the outcome
+        ``constraint: refused``."""
         self.llm_calls += usage.calls
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.llm_replies += usage.replies
+        self.parse_failures += usage.parse_failures
+        self.constrained_calls += usage.constrained
+        if usage.unconstrained:
+            self.step("llm_unconstrained", requests=usage.unconstrained,
+                      reason="the endpoint refused response_format (HTTP 400/422): the request was sent again "
+                             "without it, and the client sends none from here on")
+            self.outcome["constraint"] = "refused"
 
 
 class Hits(list[Hit]):

@@ -88,6 +88,9 @@ class MethodResult:
     llm_prompt_tokens: int
     llm_completion_tokens: int
     llm_calls: int = 0
+    llm_replies: int = 0                # structured replies checked (pgrag.results.Trace)
+    parse_failures: int = 0             # of those, the ones that did not parse into the prompt's shape
+    constrained_calls: int = 0          # requests sent with their reply's schema (constrained decoding)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)   # trace.outcome label counts
     rounds: float | None = None         # mean retrieval rounds per question (the LLM loops)
     resolved: float | None = None       # T2RAG: percent of questions whose placeholders were all resolved
@@ -131,6 +134,9 @@ def _method_json(r: MethodResult) -> dict[str, Any]:
         llm_prompt_tokens=r.llm_prompt_tokens,
         llm_completion_tokens=r.llm_completion_tokens,
         llm_calls=r.llm_calls,
+        llm_replies=r.llm_replies,
+        parse_failures=r.parse_failures,
+        constrained_calls=r.constrained_calls,
         outcomes=r.outcomes,
         rounds=None if r.rounds is None else round(r.rounds, 2),
         resolved=None if r.resolved is None else round(r.resolved, 2),
@@ -324,7 +330,9 @@ def _run_method(kb: "Corpus", name: str, questions: Sequence[Question], ks: tupl
             f1=None if hits.answer is None else f1_score(hits.answer, q.answers) * 100,
             latency_ms=round(latency_ms, 2),
             prompt_tokens=hits.trace.prompt_tokens, completion_tokens=hits.trace.completion_tokens,
-            llm_calls=hits.trace.llm_calls, outcome=dict(hits.trace.outcome),
+            llm_calls=hits.trace.llm_calls, llm_replies=hits.trace.llm_replies,
+            parse_failures=hits.trace.parse_failures, constrained_calls=hits.trace.constrained_calls,
+            outcome=dict(hits.trace.outcome),
             rounds=rounds(hits.trace), resolved=all_resolved(hits.trace))
         if traces:
             row["trace"] = {"steps": hits.trace.steps, "timings_ms": hits.trace.timings_ms}
@@ -348,6 +356,9 @@ def _aggregate(rows: Sequence[dict[str, Any]], ks: tuple[int, ...]) -> MethodRes
         llm_prompt_tokens=sum(r["prompt_tokens"] for r in rows),
         llm_completion_tokens=sum(r["completion_tokens"] for r in rows),
         llm_calls=sum(r["llm_calls"] for r in rows),
+        llm_replies=sum(r.get("llm_replies", 0) for r in rows),
+        parse_failures=sum(r.get("parse_failures", 0) for r in rows),
+        constrained_calls=sum(r.get("constrained_calls", 0) for r in rows),
         outcomes=_count_outcomes(rows),
         rounds=mean("rounds"),
         resolved=None if resolved is None else resolved * 100,

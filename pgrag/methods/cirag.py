@@ -307,7 +307,7 @@ def integrate(llm: "LLM", question: str, rounds: list[Round], settings: CiragSet
     t0 = time.perf_counter()
     try:
         decision = llm.structured(messages, lambda v: parse_decision(v, current.candidates),
-                                  max_tokens=settings.max_tokens)
+                                  schema=prompts.CIRAG_INTEGRATE_REPLY, max_tokens=settings.max_tokens)
     finally:
         trace.time("integrate", t0)
     trace.step("integrate", round=current.number, query=current.query, prompt=messages[1]["content"],

@@ -271,7 +271,8 @@ def _decompose(llm: "LLM", question: str, settings: T2ragSettings, trace: Trace)
     messages = [{"role": "system", "content": prompts.T2RAG_DECOMPOSE_SYSTEM},
                 {"role": "user", "content": prompts.T2RAG_DECOMPOSE_USER.format(question=question)}]
     try:
-        triples = llm.structured(messages, lambda v: parse_decomposition(v, settings.max_triples))
+        triples = llm.structured(messages, lambda v: parse_decomposition(v, settings.max_triples),
+                                 schema=prompts.T2RAG_DECOMPOSE_REPLY)
     finally:
         spent = llm.usage.since(before)
         trace.charge(spent)
@@ -302,7 +303,8 @@ def _resolve(ctx: "Context", llm: "LLM", question: str, settings: T2ragSettings,
     messages = [{"role": "system", "content": prompts.T2RAG_RESOLVE_SYSTEM}, {"role": "user", "content": user}]
     t0 = time.perf_counter()
     try:
-        return llm.structured(messages, lambda v: parse_values(v, open_names)), None
+        return llm.structured(messages, lambda v: parse_values(v, open_names),
+                              schema=prompts.T2RAG_RESOLVE_REPLY), None
     except LLMError as exc:
         return {}, f"{type(exc).__name__}: {exc}"
     finally:

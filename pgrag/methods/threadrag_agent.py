@@ -25,7 +25,7 @@ def question_entities(ctx: "Context", question: str, llm: "LLM | None", settings
         t0 = time.perf_counter()
         try:
             found = llm.structured([{"role": "user", "content": prompts.THREADRAG_ENTITIES.format(
-                question=question)}], parse_entities)
+                question=question)}], parse_entities, schema=prompts.THREADRAG_ENTITIES_REPLY)
             trace.time("llm", t0)
             trace.step("entities", source="llm", entities=found)
             if found:
@@ -107,7 +107,8 @@ def check_sufficiency(llm: "LLM", question: str, paths: list[Path], settings: Th
     t0 = time.perf_counter()
     try:
         sufficient, missing = llm.structured([{"role": "user", "content": prompts.THREADRAG_SUFFICIENT.format(
-            context=context_text(paths, settings.max_context_chars), question=question)}], parse_verdict)
+            context=context_text(paths, settings.max_context_chars), question=question)}], parse_verdict,
+            schema=prompts.THREADRAG_SUFFICIENT_REPLY)
     except LLMError as exc:
         trace.time("llm", t0)
         trace.step("sufficiency", round=round_, error=str(exc)[:200])

@@ -53,7 +53,7 @@ def read(ctx: "Context", reader: Reader, question: str, ranked: list[int], hop: 
     try:
         sufficient, names = reader.llm.structured(
             [{"role": "user", "content": prompts.TIGRAG_READER.format(context=context, question=question)}],
-            parse_verdict, max_tokens=reader.settings.reader_tokens)
+            parse_verdict, schema=prompts.TIGRAG_READER_REPLY, max_tokens=reader.settings.reader_tokens)
     except LLMError as exc:
         trace.time("llm", t0)
         trace.step("reader", hop=hop, error=str(exc)[:200], fallback="the NER's names")

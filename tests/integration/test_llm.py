@@ -99,6 +99,7 @@ def test_unusable_reply_is_a_typed_failure(db):
     ('Here you go:\n```json\n[1, 2]\n```\nAnything else?', [1, 2]),
     ('noise {"a": [1, {"b": 2}]} trailing', {"a": [1, {"b": 2}]}),
     ('{broken {"ok": true}', {"ok": True}),
+    ('{"a": "two\nlines"}', {"a": "two\nlines"}),     # a raw line break in a string (llama.cpp's grammar allows it)
 ])
 def test_parse_json_finds_the_value(text, value):
     assert parse_json(text) == value

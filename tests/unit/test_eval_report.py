@@ -69,3 +69,28 @@ def test_tables_show_group_intervals_where_the_report_has_them():
         "| tigrag | 2hop | 3 | 2 | 66.7 | 100.0 | 33.3–100.0 | 100.0–100.0 | 0.0–100.0 | 100.0–100.0 |",
         "| tigrag | 3hop | 1 | 1 | 0.0 | 0.0 | 0.0–0.0 | 0.0–0.0 | – | – |"]
     assert "the 4 questions form 3 groups that share gold passages" in markdown_report(report)
+
+
+def test_parse_failures_are_summed_per_method_and_shown():
+    """Each question's trace counts its structured replies and the ones that did
+    not parse; the report sums them per method and its Markdown shows them."""
+    from pgrag.bench.evaluate import _aggregate, _method_json
+    from pgrag.bench.report import llm_table, markdown_report
+
+    def row(replies, failed, constrained):
+        return {"recall@2": 50.0, "recall@5": 100.0, "em": None, "f1": None, "latency_ms": 10.0,
+                "prompt_tokens": 300, "completion_tokens": 20, "llm_calls": replies, "llm_replies": replies,
+                "parse_failures": failed, "constrained_calls": constrained, "outcome": {}, "rounds": None,
+                "resolved": None, "type": None, "gold": ["A"]}
+
+    method = _method_json(_aggregate([row(3, 0, 3), row(2, 1, 2)], (2, 5)))
+    assert (method["llm_calls"], method["llm_replies"], method["parse_failures"], method["constrained_calls"]) == (
+        5, 5, 1, 5)
+    report = {"questions": 2, "ks": [2, 5], "depth": 20, "methods": {"tigrag-reader": method, "bm25": {
+        **method, "llm_calls": 0}},
+              "corpus": {"file": "c.json", "documents": 1, "chunks": 1, "embedding_model": "m", "index_seconds": 1}}
+    lines = llm_table(report).splitlines()
+    assert lines[0] == ("| method | LLM calls/q | prompt tokens/q | completion tokens/q | structured replies | "
+                        "parse failures | parse failures % | constrained requests |")
+    assert lines[2:] == ["| tigrag-reader | 2.50 | 300 | 20 | 5 | 1 | 20.0 | 5 |"]   # bm25 called no LLM
+    assert "LLM calls and structured replies" in markdown_report(report)
