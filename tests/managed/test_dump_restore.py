@@ -37,7 +37,8 @@ def moved(request: pytest.FixtureRequest) -> tuple[list[dict], list[str]]:
     """The corpus and questions that move: the sample's, or 2Wiki's (``--dump-corpus 2wiki``)."""
     if request.config.getoption("--dump-corpus") == "2wiki":
         bench = request.getfixturevalue("bench_2wiki")
-        questions = [json.loads(line)["question"] for line in (bench / "questions.jsonl").open(encoding="utf-8")]
+        lines = (bench / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+        questions = [json.loads(line)["question"] for line in lines if line.strip()]
         return json.loads((bench / "corpus.json").read_text(encoding="utf-8")), questions
     return sample_documents(), [q["question"] for q in sample_questions()]
 
