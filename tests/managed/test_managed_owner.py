@@ -164,3 +164,29 @@ def test_a_corpus_follows_the_owners_table_through_the_worker(owned: OwnedDataba
         assert hits[0].provenance.external_id == "2"
     finally:
         database.close()
+
+
+def test_the_http_service_answers_every_method_with_a_filter(kb: pgrag.Corpus, owned: OwnedDatabase) -> None:
+    """`pgrag serve` over the owner's database (as the service runs beside it):
+    the hits of kb.retrieve for every main method, a filter where the method takes one."""
+    from starlette.testclient import TestClient
+
+    from pgrag import methods
+    from pgrag.http_api import create_app
+
+    kept = {"$external_id": {"$in": ["Lothair II", "Ermengarde of Tours"]}}
+    database = pgrag.connect(owned.uri)
+    try:
+        client = TestClient(create_app(database), base_url="http://127.0.0.1:8765")
+        for method in methods.MAIN:
+            takes = methods.get(method).filters
+            body = {"question": QUESTION, "method": method, "k": 4, **({"filter": kept} if takes else {})}
+            response = client.post("/v1/corpora/sample/retrieve", json=body)
+            assert response.status_code == 200, (method, response.text)
+            expected = kb.retrieve(QUESTION, method=method, k=4, **({"filter": kept} if takes else {}))
+            assert [h["chunk_id"] for h in response.json()["hits"]] == [h.provenance.chunk_id for h in expected]
+        bad = client.post("/v1/corpora/sample/retrieve", json={"question": QUESTION, "options": {"hops": 1.5},
+                                                               "method": "tigrag"})
+        assert bad.status_code == 400 and bad.json()["error"]["sqlstate"] == "PR008"
+    finally:
+        database.close()
