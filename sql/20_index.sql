@@ -296,19 +296,18 @@ AS $$ SELECT pgrag_internal.ensure_hnsw_index(p_corpus, 'chunk') $$;
 -- database") brings rows, not the per-corpus indexes that ingest creates. The
 -- check is a catalogue lookup a corpus, so re-applying this on every upgrade costs
 -- nothing once they exist.
--- (The corpora are read first: CREATE INDEX refuses a table that a query of the
--- same statement is still scanning.)
+-- (A corpus's triples are looked up by its id, not by a subquery correlated with
+-- pgrag.corpus, which Citus refuses over its reference table; the loop reads only
+-- pgrag.corpus, as CREATE INDEX refuses a table the same statement still scans.)
 DO $$
 DECLARE
     corpus bigint;
-    with_triples bigint[] := ARRAY(SELECT c.corpus_id FROM pgrag.corpus c
-                                   WHERE EXISTS (SELECT 1 FROM pgrag.triple t WHERE t.corpus_id = c.corpus_id));
 BEGIN
     FOR corpus IN SELECT c.corpus_id FROM pgrag.corpus c ORDER BY 1 LOOP
         PERFORM pgrag_internal.ensure_hnsw_index(corpus, 'chunk');
-    END LOOP;
-    FOREACH corpus IN ARRAY with_triples LOOP
-        PERFORM pgrag_internal.ensure_hnsw_index(corpus, 'triple');
+        IF EXISTS (SELECT 1 FROM pgrag.triple t WHERE t.corpus_id = corpus) THEN
+            PERFORM pgrag_internal.ensure_hnsw_index(corpus, 'triple');
+        END IF;
     END LOOP;
 END
 $$;
