@@ -27,8 +27,10 @@ from tests.managed.conftest import OwnedDatabase, owned_database
 METHODS = ("dense", "bm25", "hybrid", "tigrag", "t2rag", "threadrag", "cirag")
 # T2RAG finds its propositions through the triples' HNSW index (pgrag.propositions), an
 # approximate search, and the target builds that index anew: a graph built again is
-# not the same graph. On the 2Wiki corpus 2 of its 111 questions differed so; every
-# other method ranks exactly at that size and gave the same hits and scores.
+# not the same graph. On the 2Wiki corpus moved to PostgreSQL 16 one of its 111
+# questions differed so. The others rank exactly at that size and must agree; one
+# threadrag question did not (its tokens are the same on both servers: an order of
+# rows the restore changed is the suspect), so --dump-corpus 2wiki fails there today.
 APPROXIMATE = {"t2rag": 0.95}    # the share of questions that must still agree
 
 
