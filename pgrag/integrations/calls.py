@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import urlencode
 
 import psycopg
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..database import Database
 
 RunIn = Literal["auto", "server", "client"]
-RUN_IN: tuple[str, ...] = ("auto", "server", "client")
+RUN_IN: tuple[str, ...] = get_args(RunIn)   # the choices, from the type itself
 RUNTIME_MISSING = "PR003"
 
 # The metadata a framework document carries: where the text is (provenance: some
